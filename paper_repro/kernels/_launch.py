@@ -1,0 +1,256 @@
+"""Host-side plumbing shared by every op: argument checks, layouts, tile heuristics, dispatch.
+
+Layout rule: time may be any axis with any number of batch axes; each op views its inputs as
+``[B, T]`` through ``movedim`` + ``reshape`` (no copy for batch-major, time-major or stacked
+batch axes) and the kernels address them by strides.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import numbers
+import os
+from dataclasses import dataclass
+
+import torch
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
+_CPU_BACKEND = ["triton" if INTERPRETED else "torch"]
+_FORCED_CONFIG: list = [None]
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+@contextlib.contextmanager
+def cpu_backend(name: str):
+    """Run CPU tensors through ``"triton"`` (interpreter) or ``"torch"`` inside the block."""
+    if name == "triton" and not INTERPRETED:
+        raise RuntimeError("the triton CPU backend needs TRITON_INTERPRET=1 before import")
+    old, _CPU_BACKEND[0] = _CPU_BACKEND[0], name
+    try:
+        yield
+    finally:
+        _CPU_BACKEND[0] = old
+
+
+@contextlib.contextmanager
+def force_config(config: ScanConfig | None):
+    """Use one tile configuration for every launch inside the block (tests, tuning)."""
+    old, _FORCED_CONFIG[0] = _FORCED_CONFIG[0], config
+    try:
+        yield
+    finally:
+        _FORCED_CONFIG[0] = old
+
+
+def use_triton(x: torch.Tensor) -> bool:
+    return x.is_cuda or (_CPU_BACKEND[0] == "triton" and x.device.type == "cpu")
+
+
+def validation_requested(validate: bool) -> bool:
+    return validate or os.environ.get("PAPER_REPRO_VALIDATE", "0") == "1"
+
+
+# ----------------------------------------------------------------------------- checks
+
+def check_tensor(name, x, *, like=None, floating=True, flag=False, optional=False, shape=None):
+    """Type, dtype, device and shape checks that never read tensor values."""
+    if x is None:
+        if optional:
+            return
+        raise TypeError(f"{name} must be a torch.Tensor, got None")
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if flag:
+        if x.is_complex():
+            raise TypeError(f"{name} must be bool, integer or floating, got {x.dtype}")
+    elif floating and x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must be float16, bfloat16, float32 or float64, got {x.dtype}")
+    if like is not None:
+        if x.device != like.device:
+            raise ValueError(f"{name} is on {x.device} but the inputs are on {like.device}")
+        want = like.shape if shape is None else shape
+        if tuple(x.shape) != tuple(want):
+            raise ValueError(f"{name} must have shape {tuple(want)}, got {tuple(x.shape)}")
+
+
+def check_scalar(name, value, *, low=None):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if low is not None and value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    return value
+
+
+def time_axis(x: torch.Tensor, time_dim: int, name: str = "time_dim") -> int:
+    if not isinstance(time_dim, int) or isinstance(time_dim, bool):
+        raise TypeError(f"{name} must be an int, got {type(time_dim).__name__}")
+    if x.dim() == 0:
+        raise ValueError("inputs must have a time axis; got a 0-d tensor")
+    if not -x.dim() <= time_dim < x.dim():
+        raise ValueError(f"{name}={time_dim} is out of range for a {x.dim()}-d input")
+    return time_dim % x.dim()
+
+
+def check_binary(name, x):
+    if x is not None and x.dtype != torch.bool and bool(((x != 0) & (x != 1)).any()):
+        raise ValueError(f"{name} must hold only 0 and 1 (validate=True)")
+
+
+def check_exclusive(terminateds, truncateds):
+    if truncateds is not None and bool(((terminateds != 0) & (truncateds != 0)).any()):
+        raise ValueError("terminateds and truncateds are both set at the same step (validate=True)")
+
+
+# ----------------------------------------------------------------------------- layouts
+
+def to_rows(x: torch.Tensor, axis: int) -> torch.Tensor:
+    """View a tensor with time on ``axis`` as ``[B, T]`` (copies only if no view exists)."""
+    x = x.movedim(axis, -1)
+    return x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
+
+
+def vector_rows(x: torch.Tensor | None, n: int) -> torch.Tensor | None:
+    """A per-row tensor (batch shape) as a flat ``[B]`` vector."""
+    return None if x is None else x.reshape(n)
+
+
+def common_strides(tensors):
+    """Bring every ``[B, T]`` tensor to one pair of strides; returns (tensors, strides)."""
+    first = tensors[0].stride()
+    if all(t.stride() == first for t in tensors):
+        return tensors, first
+    tensors = [t.contiguous() for t in tensors]
+    return tensors, tensors[0].stride()
+
+
+def is_time_major(stride) -> bool:
+    return stride[0] == 1 and stride[1] != 1
+
+
+def empty_rows(B: int, T: int, dtype, device, time_major: bool) -> torch.Tensor:
+    if time_major:
+        return torch.empty((T, B), dtype=dtype, device=device).t()
+    return torch.empty((B, T), dtype=dtype, device=device)
+
+
+def from_rows(out: torch.Tensor, like: torch.Tensor, axis: int) -> torch.Tensor:
+    moved = like.movedim(axis, -1).shape
+    return out.reshape(moved).movedim(-1, axis)
+
+
+def acc_dtype(dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def result_dtype(*tensors) -> torch.dtype:
+    dtypes = [t.dtype for t in tensors if t is not None and t.dtype in FLOAT_DTYPES]
+    out = dtypes[0]
+    for d in dtypes[1:]:
+        out = torch.promote_types(out, d)
+    return out
+
+
+def split_scalar(value: float):
+    """(hi, lo) float32 pair whose sum carries a float64 scalar into a float64 kernel."""
+    hi = float(torch.tensor(value, dtype=torch.float32))
+    return hi, value - hi
+
+
+# ----------------------------------------------------------------------------- tiles
+
+@dataclass(frozen=True)
+class ScanConfig:
+    BLOCK_B: int
+    BLOCK_T: int
+    num_warps: int
+    seg_len: int  # time steps per program along time (== padded T when not split)
+
+    def grid(self, B: int, T: int):
+        return (triton_cdiv(B, self.BLOCK_B), triton_cdiv(T, self.seg_len))
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _pow2(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 4
+    return _num_sms(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=4096)
+def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool) -> ScanConfig:
+    """Tile heuristic: ~8 elements a thread, enough programs to fill the GPU, and time split
+    across programs when there are too few rows to do so. ``wide``: many live inputs."""
+    tile = 1024 if wide else 2048
+    if time_major:
+        BLOCK_B = min(_pow2(B), 64)
+        BLOCK_T = min(_pow2(T), max(1, tile // BLOCK_B))
+    else:
+        BLOCK_T = min(_pow2(T), 512)
+        BLOCK_B = min(_pow2(B), max(1, tile // BLOCK_T))
+        while BLOCK_B > 1 and triton_cdiv(B, BLOCK_B) < 4 * sms:
+            BLOCK_B //= 2
+    row_blocks = triton_cdiv(B, BLOCK_B)
+    chunks = triton_cdiv(T, BLOCK_T)
+    seg_chunks = chunks
+    if row_blocks < 2 * sms and chunks >= 16:
+        # Reduce-then-scan over time segments of >= 4 tiles each.
+        want = triton_cdiv(4 * sms, row_blocks)
+        seg_chunks = max(4, triton_cdiv(chunks, want))
+    num_warps = max(1, min(8, (BLOCK_B * BLOCK_T) // 256))
+    return ScanConfig(BLOCK_B, BLOCK_T, num_warps, seg_chunks * BLOCK_T)
+
+
+def config_for(B: int, T: int, stride, device, wide: bool = False) -> ScanConfig:
+    forced = _FORCED_CONFIG[0]
+    if forced is not None:
+        return forced
+    return choose_config(B, T, is_time_major(stride), num_sms(device), wide)
+
+
+@dataclass
+class Rows:
+    """Per-step inputs viewed as ``[B, T]`` with one pair of strides; None stays None."""
+
+    B: int
+    T: int
+    stride: tuple
+    tensors: dict
+
+    @property
+    def time_major(self) -> bool:
+        return is_time_major(self.stride)
+
+    def __getitem__(self, name):
+        return self.tensors[name]
+
+    def empty(self, dtype, device) -> torch.Tensor:
+        return empty_rows(self.B, self.T, dtype, device, self.time_major)
+
+
+def rows_of(axis: int, **named) -> Rows:
+    present = {k: to_rows(v, axis) for k, v in named.items() if v is not None}
+    values, stride = common_strides(list(present.values()))
+    tensors = dict.fromkeys(named)
+    tensors.update(zip(present, values))
+    B, T = values[0].shape
+    return Rows(B, T, stride, tensors)
+
+
+def batch_shape(x: torch.Tensor, axis: int):
+    return x.movedim(axis, -1).shape[:-1]

@@ -1,0 +1,201 @@
+"""The engine: one tiled affine scan that every estimator builds on (proofs/operator.py).
+
+Each program owns ``BLOCK_B`` rows and walks a segment of time in tiles of ``BLOCK_T``,
+scanning each tile with ``tl.associative_scan`` and carrying the boundary value to the next
+tile, so any T is one pass. With too few rows to fill the GPU, time is cut into segments:
+PHASE 1 stores each segment's aggregate ``(a, b)``, PHASE 2 composes the later segments'
+aggregates into its incoming carry and scans (reduce-then-scan). PHASE 0 is the one-pass case.
+
+Conventions (SPEC.md section 0): backward ``A_t = alpha_t + beta_t A_{t+1}`` with ``A_T = carry``;
+forward ``A_t = alpha_t + beta_t A_{t-1}`` with ``A_{-1} = seed``. Padded lanes are the
+identity ``(0, 1)``. Estimator kernels reuse the jit helpers below in the same loop shape.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from paper_repro.kernels import _launch as L
+from paper_repro.kernels.torch_scan import torch_affine_scan
+
+TL_ACC = {torch.float32: tl.float32, torch.float64: tl.float64}
+
+
+@triton.jit
+def combine(a_l, b_l, a_r, b_r):
+    # (a_l, b_l) is applied first (nearer the carry), then (a_r, b_r).
+    return a_r + b_r * a_l, b_l * b_r
+
+
+@triton.jit
+def row_block(B, BLOCK_B: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+    return rows.to(tl.int64), rows < B
+
+
+@triton.jit
+def segment_chunks(T, seg_len, BLOCK_T: tl.constexpr):
+    t_begin = tl.program_id(1) * seg_len
+    t_end = tl.minimum(T, t_begin + seg_len)
+    return t_begin, tl.cdiv(t_end - t_begin, BLOCK_T)
+
+
+@triton.jit
+def chunk_times(i, t_begin, n_chunks, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr):
+    if REVERSE:
+        start = t_begin + (n_chunks - 1 - i) * BLOCK_T
+    else:
+        start = t_begin + i * BLOCK_T
+    return start + tl.arange(0, BLOCK_T)
+
+
+@triton.jit
+def column(x, col, BLOCK_T: tl.constexpr):
+    cols = tl.arange(0, BLOCK_T)
+    return tl.sum(tl.where(cols[None, :] == col, x, 0.0), axis=1)
+
+
+@triton.jit
+def scan_tile(alpha, beta, carry, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr):
+    """Scan a [BLOCK_B, BLOCK_T] tile; returns (out, outgoing carry, tile's beta product)."""
+    a, b = tl.associative_scan((alpha, beta), 1, combine, reverse=REVERSE)
+    out = a + b * carry[:, None]
+    if REVERSE:
+        edge = 0
+    else:
+        edge = BLOCK_T - 1
+    return out, column(out, edge, BLOCK_T), column(b, edge, BLOCK_T)
+
+
+@triton.jit
+def next_in_time(out, carry_in, BLOCK_T: tl.constexpr):
+    """``out`` shifted one step later in time (backward scans); the last column is ``carry_in``."""
+    cols = tl.arange(0, BLOCK_T)
+    idx = tl.broadcast_to(tl.minimum(cols + 1, BLOCK_T - 1)[None, :], out.shape)
+    shifted = tl.gather(out, idx, 1)
+    return tl.where(cols[None, :] == BLOCK_T - 1, carry_in[:, None], shifted)
+
+
+@triton.jit
+def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE: tl.constexpr,
+                   REVERSE: tl.constexpr):
+    """The carry entering this program's segment: compose the aggregates of the segments
+    between it and the boundary (PHASE 2); zero when reducing (PHASE 1)."""
+    if PHASE == 1:
+        carry = carry0 * 0.0
+    else:
+        carry = carry0
+    if PHASE == 2:
+        s = tl.program_id(1)
+        if REVERSE:
+            count = n_seg - 1 - s
+        else:
+            count = s
+        for k in range(count):
+            if REVERSE:
+                j = n_seg - 1 - k
+            else:
+                j = k
+            a = tl.load(agg_ptr + rows * n_seg + j, mask=row_mask, other=0.0)
+            b = tl.load(agg_ptr + (B + rows) * n_seg + j, mask=row_mask, other=1.0)
+            carry = a + b * carry
+    return carry
+
+
+@triton.jit
+def store_aggregate(agg_ptr, rows, row_mask, B, n_seg, agg_a, agg_b):
+    s = tl.program_id(1)
+    tl.store(agg_ptr + rows * n_seg + s, agg_a, mask=row_mask)
+    tl.store(agg_ptr + (B + rows) * n_seg + s, agg_b, mask=row_mask)
+
+
+@triton.jit
+def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, B, T, n_seg, seg_len,
+                       stride_b, stride_t, out_stride_b, out_stride_t,
+                       HAS_INIT: tl.constexpr, REVERSE: tl.constexpr, ACC: tl.constexpr,
+                       PHASE: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr):
+    rows, row_mask = row_block(B, BLOCK_B)
+    t_begin, n_chunks = segment_chunks(T, seg_len, BLOCK_T)
+    carry0 = tl.zeros([BLOCK_B], ACC)
+    if HAS_INIT:
+        carry0 = tl.load(init_ptr + rows, mask=row_mask, other=0.0).to(ACC)
+    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE, REVERSE)
+    agg_b = tl.full([BLOCK_B], 1.0, ACC)
+    for i in range(n_chunks):
+        t = chunk_times(i, t_begin, n_chunks, BLOCK_T, REVERSE)
+        mask = row_mask[:, None] & (t < T)[None, :]
+        offs = rows[:, None] * stride_b + t[None, :] * stride_t
+        alpha = tl.load(alpha_ptr + offs, mask=mask, other=0.0).to(ACC)
+        beta = tl.load(beta_ptr + offs, mask=mask, other=1.0).to(ACC)
+        out, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, REVERSE)
+        agg_b = agg_b * b_edge
+        if PHASE != 1:
+            o_offs = rows[:, None] * out_stride_b + t[None, :] * out_stride_t
+            tl.store(out_ptr + o_offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+    if PHASE == 1:
+        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
+
+
+def launch(kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, device, **args):
+    """Launch an engine-shaped kernel: one pass, or reduce-then-scan over time segments."""
+    grid = config.grid(B, T)
+    meta = dict(B=B, T=T, n_seg=grid[1], seg_len=config.seg_len, ACC=TL_ACC[acc],
+                BLOCK_B=config.BLOCK_B, BLOCK_T=config.BLOCK_T, num_warps=config.num_warps)
+    if grid[1] == 1:
+        kernel[grid](agg_ptr=args["out_ptr"], PHASE=0, **meta, **args)
+        return
+    agg = torch.empty((2, B, grid[1]), dtype=acc, device=device)
+    kernel[grid](agg_ptr=agg, PHASE=1, **meta, **args)
+    kernel[grid](agg_ptr=agg, PHASE=2, **meta, **args)
+
+
+def scan_rows(alpha, beta, initial, reverse: bool, out_dtype) -> torch.Tensor:
+    """Scan ``[B, T]`` coefficient tensors (any strides) with an optional ``[B]`` boundary."""
+    B, T = alpha.shape
+    acc = L.acc_dtype(out_dtype)
+    if not L.use_triton(alpha):
+        carry = alpha.new_zeros(B, dtype=acc) if initial is None else initial.to(acc)
+        return torch_affine_scan(alpha.to(acc), beta.to(acc), carry, reverse).to(out_dtype)
+    (alpha, beta), stride = L.common_strides([alpha, beta])
+    out = L.empty_rows(B, T, out_dtype, alpha.device, L.is_time_major(stride))
+    config = L.config_for(B, T, stride, alpha.device)
+    launch(affine_scan_kernel, config, B, T, acc, alpha.device,
+           alpha_ptr=alpha, beta_ptr=beta, init_ptr=alpha if initial is None else initial,
+           out_ptr=out, stride_b=stride[0], stride_t=stride[1],
+           out_stride_b=out.stride(0), out_stride_t=out.stride(1),
+           HAS_INIT=initial is not None, REVERSE=reverse)
+    return out
+
+
+def affine_scan(alpha, beta, *, reverse=True, initial=None, time_dim=-1):
+    """Solve the first-order linear recurrence along ``time_dim``.
+
+    ``reverse=True``: ``A_t = alpha_t + beta_t * A_{t+1}`` with ``A_T = initial``;
+    ``reverse=False``: ``A_t = alpha_t + beta_t * A_{t-1}`` with ``A_{-1} = initial``.
+
+    Args:
+        alpha, beta: ``[..., T, ...]`` floating tensors of one shape, time on ``time_dim``.
+        initial: boundary value, shape of ``alpha`` without the time axis. Default: zeros.
+    Returns:
+        ``A``, shaped like ``alpha``, in the promoted floating dtype (fp32 accumulation
+        for half types, fp64 stays fp64).
+
+    Example:
+        >>> import torch
+        >>> affine_scan(torch.ones(1, 3), torch.full((1, 3), 0.5))
+        tensor([[1.7500, 1.5000, 1.0000]])
+    """
+    L.check_tensor("alpha", alpha)
+    L.check_tensor("beta", beta, like=alpha)
+    if not isinstance(reverse, bool):
+        raise TypeError(f"reverse must be a bool, got {type(reverse).__name__}")
+    axis = L.time_axis(alpha, time_dim)
+    batch = alpha.movedim(axis, -1).shape[:-1]
+    L.check_tensor("initial", initial, like=alpha, shape=batch, optional=True)
+    out_dtype = L.result_dtype(alpha, beta, initial)
+    if alpha.numel() == 0:
+        return torch.empty_like(alpha, dtype=out_dtype)
+    a, b = L.to_rows(alpha, axis), L.to_rows(beta, axis)
+    out = scan_rows(a, b, L.vector_rows(initial, a.shape[0]), reverse, out_dtype)
+    return L.from_rows(out, alpha, axis)

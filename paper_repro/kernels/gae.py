@@ -1,0 +1,164 @@
+"""Generalized Advantage Estimation as one fused backward scan (SPEC.md 1.1; proofs/derivations.py).
+
+alpha_t = r_t + gamma (1 - term_t) nu_t - V_t,  beta_t = gamma lambda (1 - done_t),  A_T = 0,
+nu_t = (1 - trunc_t) V_{t+1} + trunc_t b_t for t < T-1 and the window value at T-1.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from paper_repro import coefficients as C
+from paper_repro.kernels import _launch as L
+from paper_repro.kernels.affine_scan import (
+    chunk_times,
+    incoming_carry,
+    launch,
+    row_block,
+    scan_tile,
+    segment_chunks,
+    store_aggregate,
+)
+from paper_repro.kernels.torch_scan import torch_affine_scan
+
+
+@triton.jit
+def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_ptr, agg_ptr,
+                   B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
+                   gamma, gamma_lo, lam, lam_lo,
+                   HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr, HAS_LAST: tl.constexpr,
+                   ACC: tl.constexpr, PHASE: tl.constexpr,
+                   BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr):
+    g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
+    gl = g * (tl.cast(lam, ACC) + tl.cast(lam_lo, ACC))
+    rows, row_mask = row_block(B, BLOCK_B)
+    t_begin, n_chunks = segment_chunks(T, seg_len, BLOCK_T)
+    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, tl.zeros([BLOCK_B], ACC), PHASE,
+                           True)
+    agg_b = tl.full([BLOCK_B], 1.0, ACC)
+    if HAS_LAST:
+        last = tl.load(last_ptr + rows, mask=row_mask, other=0.0).to(ACC)
+    for i in range(n_chunks):
+        t = chunk_times(i, t_begin, n_chunks, BLOCK_T, True)
+        mask = row_mask[:, None] & (t < T)[None, :]
+        is_last = (t == T - 1)[None, :]
+        offs = rows[:, None] * stride_b + t[None, :] * stride_t
+        r = tl.load(r_ptr + offs, mask=mask, other=0.0).to(ACC)
+        v = tl.load(v_ptr + offs, mask=mask, other=0.0).to(ACC)
+        v_next = tl.load(v_ptr + offs + stride_t, mask=mask & (t + 1 < T)[None, :],
+                         other=0.0).to(ACC)
+        term = tl.load(term_ptr + offs, mask=mask, other=0).to(ACC)
+        if HAS_TRUNC:
+            trunc = tl.load(trunc_ptr + offs, mask=mask, other=0).to(ACC)
+        else:
+            trunc = tl.zeros_like(term)
+        nu = (1.0 - trunc) * v_next
+        if HAS_BOOT:
+            # Bootstrap values are read only where they are used: truncations and T-1.
+            b = tl.load(boot_ptr + offs, mask=mask & ((trunc != 0) | is_last), other=0.0)
+            b = b.to(ACC)
+            nu = tl.where(is_last, b, nu + trunc * b)
+        if HAS_LAST:
+            nu = tl.where(is_last, last[:, None], nu)
+        alpha = tl.where(mask, r + g * (1.0 - term) * nu - v, 0.0)
+        beta = tl.where(mask, gl * (1.0 - tl.minimum(term + trunc, 1.0)), 1.0)
+        out, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, True)
+        agg_b = agg_b * b_edge
+        if PHASE != 1:
+            o_offs = rows[:, None] * out_stride_b + t[None, :] * out_stride_t
+            tl.store(out_ptr + o_offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+    if PHASE == 1:
+        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
+
+
+def check_stray_bootstrap(bootstrap_values, truncateds, axis):
+    """validate=True: bootstrap values must be zero where nothing reads them."""
+    if bootstrap_values is None:
+        return
+    b = bootstrap_values.movedim(axis, -1)[..., :-1]
+    unread = b != 0
+    if truncateds is not None:
+        unread &= truncateds.movedim(axis, -1)[..., :-1] == 0
+    if bool(unread.any()):
+        raise ValueError("bootstrap_values is nonzero at a step that is neither truncated nor "
+                         "the last one; such values are never read (validate=True)")
+
+
+def check_flags(validate, axis, terminateds, truncateds=None, bootstrap_values=None):
+    if not L.validation_requested(validate):
+        return
+    L.check_binary("terminateds", terminateds)
+    L.check_binary("truncateds", truncateds)
+    L.check_exclusive(terminateds, truncateds)
+    check_stray_bootstrap(bootstrap_values, truncateds, axis)
+
+
+def compute_gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambda_=0.95,
+                bootstrap_values=None, last_value=None, *, time_dim=-1, validate=False):
+    """Generalized advantage estimates ``A_t = delta_t + gamma lambda (1 - done_t) A_{t+1}``.
+
+    Args:
+        rewards, values: ``[..., T, ...]`` floating, time on ``time_dim``; ``values`` is V(s_t).
+        terminateds, truncateds: step ``t`` ends its episode (bool, integer or float);
+            truncated steps bootstrap from ``bootstrap_values``. Default truncateds: None.
+        gamma, lambda_: discount and trace decay. Default: 0.99, 0.95.
+        bootstrap_values: V of the true next state, read at truncated steps and at T-1.
+        last_value: V(s_T) per row (batch shape); alternative to ``bootstrap_values[..., -1]``.
+        validate: check flag values and unread bootstrap values (synchronises).
+    Returns:
+        advantages shaped like ``rewards`` (returns are ``advantages + values``).
+
+    Example:
+        >>> import torch
+        >>> r = torch.tensor([[1.0, 2.0, 3.0]])
+        >>> compute_gae(r, torch.zeros(1, 3), torch.zeros(1, 3), gamma=1.0, lambda_=1.0,
+        ...             last_value=torch.tensor([2.0]))
+        tensor([[8., 7., 5.]])
+    """
+    L.check_tensor("rewards", rewards)
+    L.check_tensor("values", values, like=rewards)
+    L.check_tensor("terminateds", terminateds, like=rewards, flag=True)
+    L.check_tensor("truncateds", truncateds, like=rewards, flag=True, optional=True)
+    L.check_tensor("bootstrap_values", bootstrap_values, like=rewards, optional=True)
+    axis = L.time_axis(rewards, time_dim)
+    L.check_tensor("last_value", last_value, like=rewards, optional=True,
+                   shape=L.batch_shape(rewards, axis))
+    if last_value is not None and bootstrap_values is not None:
+        raise ValueError("pass last_value or bootstrap_values, not both")
+    gamma = L.check_scalar("gamma", gamma)
+    lambda_ = L.check_scalar("lambda_", lambda_)
+    out_dtype = L.result_dtype(rewards, values, bootstrap_values, last_value)
+    if rewards.numel() == 0:
+        return torch.empty_like(rewards, dtype=out_dtype)
+    check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
+    rows = L.rows_of(axis, r=rewards, v=values, term=terminateds, trunc=truncateds,
+                     boot=bootstrap_values)
+    last = L.vector_rows(last_value, rows.B)
+    if L.use_triton(rewards):
+        out = _gae_triton(rows, last, gamma, lambda_, out_dtype)
+    else:
+        coef = C.gae_coefficients(rows["r"], rows["v"], rows["term"], rows["trunc"], gamma,
+                                  lambda_, rows["boot"], last)
+        out = torch_affine_scan(coef.alpha, coef.beta, coef.carry, True).to(out_dtype)
+    return L.from_rows(out, rewards, axis)
+
+
+def _gae_triton(rows: L.Rows, last, gamma, lambda_, out_dtype):
+    out = rows.empty(out_dtype, rows["r"].device)
+    acc = L.acc_dtype(out_dtype)
+    config = L.config_for(rows.B, rows.T, rows.stride, out.device)
+    g, g_lo = L.split_scalar(gamma)
+    lam, lam_lo = L.split_scalar(lambda_)
+    dummy = rows["r"]
+    launch(gae_fwd_kernel, config, rows.B, rows.T, acc, out.device,
+           r_ptr=rows["r"], v_ptr=rows["v"], term_ptr=rows["term"],
+           trunc_ptr=rows["trunc"] if rows["trunc"] is not None else dummy,
+           boot_ptr=rows["boot"] if rows["boot"] is not None else dummy,
+           last_ptr=last if last is not None else dummy, out_ptr=out,
+           stride_b=rows.stride[0], stride_t=rows.stride[1],
+           out_stride_b=out.stride(0), out_stride_t=out.stride(1),
+           gamma=g, gamma_lo=g_lo, lam=lam, lam_lo=lam_lo,
+           HAS_TRUNC=rows["trunc"] is not None, HAS_BOOT=rows["boot"] is not None,
+           HAS_LAST=last is not None)
+    return out
