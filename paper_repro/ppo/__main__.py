@@ -6,6 +6,7 @@ Groups: hidden, puffer, budget, recompute (or config names such as h128x128_N163
 On a GPU the full grid takes about 6 minutes, --quick about 1; without a GPU a tiny config
 runs with perf_counter timing. Tables go to data/<gpu-slug>/ unless --out is given.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,15 +23,25 @@ from paper_repro.ppo.run import run_experiment
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m paper_repro.ppo", description=__doc__.splitlines()[1])
-    p.add_argument("--quick", action="store_true", help="two configs, 3 warm-up + 10 measured iterations")
-    p.add_argument("--out", type=Path, default=None, help="output folder (default: data/<gpu-slug>)")
+    p = argparse.ArgumentParser(
+        prog="python -m paper_repro.ppo", description=__doc__.splitlines()[1]
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="two configs, 3 warm-up + 10 measured iterations"
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, help="output folder (default: data/<gpu-slug>)"
+    )
     p.add_argument("--configs", nargs="*", default=None, help="config names or groups to run")
     p.add_argument("--arms", nargs="*", default=None, choices=ARMS, help="arms (default: all)")
     p.add_argument("--warmup", type=int, default=None, help="override warm-up iterations")
     p.add_argument("--iters", type=int, default=None, help="override measured iterations")
-    p.add_argument("--convergence-updates", type=int, default=None,
-                   help="updates of the convergence check (0 skips it; default 5, quick 2)")
+    p.add_argument(
+        "--convergence-updates",
+        type=int,
+        default=None,
+        help="updates of the convergence check (0 skips it; default 5, quick 2)",
+    )
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     return p.parse_args(argv)
 
@@ -47,8 +58,14 @@ def main(argv: list[str] | None = None) -> None:
         grid = full_grid()
     configs = select(grid, args.configs)
     if args.warmup is not None or args.iters is not None:
-        configs = [replace(c, warmup=c.warmup if args.warmup is None else args.warmup,
-                           iters=c.iters if args.iters is None else args.iters) for c in configs]
+        configs = [
+            replace(
+                c,
+                warmup=c.warmup if args.warmup is None else args.warmup,
+                iters=c.iters if args.iters is None else args.iters,
+            )
+            for c in configs
+        ]
     updates = args.convergence_updates
     if updates is None:
         updates = 2 if args.quick or not cuda else 5

@@ -3,6 +3,7 @@
 Every arm is a `GaeFn`: `(rewards, values, terminateds, gamma, lambda_) -> advantages`, all
 `[N, T]` float32 on the rollout's device, no truncations and no window bootstrap.
 """
+
 from __future__ import annotations
 
 import torch
@@ -29,8 +30,9 @@ def reference_gae(rewards, values, terminateds, gamma, lambda_):
     return adv.to(device=values.device, dtype=values.dtype)
 
 
-def arms_for(cfg: PPOConfig, device: torch.device | str, names: tuple[str, ...] | None = None
-             ) -> tuple[str, ...]:
+def arms_for(
+    cfg: PPOConfig, device: torch.device | str, names: tuple[str, ...] | None = None
+) -> tuple[str, ...]:
     """The arms run at `cfg`: `names`, else all on a GPU and `CPU_ARMS` on the CPU,
     minus `loop_compiled` above `LOOP_COMPILED_MAX_T` and `assoc_scan` where torch lacks it."""
     if names is None:
@@ -45,7 +47,8 @@ def arms_for(cfg: PPOConfig, device: torch.device | str, names: tuple[str, ...] 
 def _keywords(fn):
     """Adapt a baseline with the public signature (truncateds fourth) to a `GaeFn`."""
     return lambda rewards, values, terminateds, gamma, lambda_: fn(
-        rewards, values, terminateds, gamma=gamma, lambda_=lambda_)
+        rewards, values, terminateds, gamma=gamma, lambda_=lambda_
+    )
 
 
 def build_arms(names: tuple[str, ...]) -> dict[str, GaeFn]:

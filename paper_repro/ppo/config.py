@@ -4,6 +4,7 @@ A `PPOConfig` fixes one synthetic update: rollout shape `[N, T]`, hidden sizes, 
 hyper-parameters and whether advantages are recomputed before every minibatch. The grids
 below are the experiment's axes; `select` resolves CLI names into configs.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -74,15 +75,24 @@ def _merge(configs: list[PPOConfig]) -> list[PPOConfig]:
 def full_grid(warmup: int = 10, iters: int = 30) -> list[PPOConfig]:
     """Every config of the experiment; the PufferLib operating point warms up 40 iterations."""
     kw = {"warmup": warmup, "iters": iters}
-    hidden = [PPOConfig(4096, 128, (h, h), groups=("hidden",), **kw) for h in (64, 128, 256, 512, 1024)]
+    hidden = [
+        PPOConfig(4096, 128, (h, h), groups=("hidden",), **kw) for h in (64, 128, 256, 512, 1024)
+    ]
     puffer = [PPOConfig(16384, 128, (128, 128), groups=("puffer",), iters=iters, warmup=4 * warmup)]
     budget = [
         PPOConfig(n, t, (256, 256), groups=("budget",), **kw)
         for n, t in ((4096, 128), (1024, 512), (256, 2048), (128, 4096))
     ]
     recompute = [
-        PPOConfig(16384, 128, (128, 128), recompute=True, groups=("recompute",), iters=iters,
-                  warmup=4 * warmup)
+        PPOConfig(
+            16384,
+            128,
+            (128, 128),
+            recompute=True,
+            groups=("recompute",),
+            iters=iters,
+            warmup=4 * warmup,
+        )
     ]
     return _merge(hidden + puffer + budget + recompute)
 
@@ -101,7 +111,7 @@ def cpu_grid() -> list[PPOConfig]:
 
 
 def select(configs: list[PPOConfig], names: list[str] | None) -> list[PPOConfig]:
-    """Keep the configs whose name or one of whose groups is in `names` (all when `names` is empty)."""
+    """The configs whose name or one of whose groups is in `names` (all if `names` is empty)."""
     if not names:
         return configs
     chosen = [c for c in configs if c.name in names or set(c.groups) & set(names)]

@@ -3,6 +3,7 @@
 Both runs start from the same network, rollout and shuffle seed, so the only difference is
 the advantages; float32 rounding of those must not move the minibatch losses beyond `rtol`.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -16,8 +17,9 @@ from paper_repro.ppo.update import GaeFn, ppo_update
 CONVERGENCE_RTOL = 1e-3
 
 
-def loss_trajectory(cfg: PPOConfig, gae_fn: GaeFn, updates: int, device: torch.device | str
-                    ) -> list[float]:
+def loss_trajectory(
+    cfg: PPOConfig, gae_fn: GaeFn, updates: int, device: torch.device | str
+) -> list[float]:
     """Minibatch losses of `updates` consecutive updates from a fresh, seeded learner."""
     rollout = make_rollout(cfg, device)
     net, opt = make_agent(cfg, device)
@@ -31,7 +33,10 @@ def loss_trajectory(cfg: PPOConfig, gae_fn: GaeFn, updates: int, device: torch.d
 
 
 def convergence_check(
-    cfg: PPOConfig, arms: dict[str, GaeFn], updates: int, device: torch.device | str,
+    cfg: PPOConfig,
+    arms: dict[str, GaeFn],
+    updates: int,
+    device: torch.device | str,
     rtol: float = CONVERGENCE_RTOL,
 ) -> tuple[pd.DataFrame, bool]:
     """Run `updates` updates per arm and compare every arm's losses with the first arm's.
@@ -42,7 +47,7 @@ def convergence_check(
             Default: `1e-3`.
 
     Returns:
-        (rows `config, arm, step, loss, rel_diff`; whether every step of every arm is within `rtol`).
+        (rows `config, arm, step, loss, rel_diff`; whether every step of every arm is in `rtol`).
     """
     names = list(arms)
     if len(names) < 2:
@@ -53,8 +58,9 @@ def convergence_check(
     for name in names:
         for step, (loss, base) in enumerate(zip(traj[name], ref, strict=True)):
             rel = abs(loss - base) / max(abs(base), 1e-12)
-            rows.append({"config": cfg.name, "arm": name, "step": step, "loss": loss,
-                         "rel_diff": rel})
+            rows.append(
+                {"config": cfg.name, "arm": name, "step": step, "loss": loss, "rel_diff": rel}
+            )
     df = pd.DataFrame(rows)
     # NaN compares False, so a diverged run fails too
     return df, bool((df["rel_diff"] <= rtol).all())

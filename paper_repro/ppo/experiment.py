@@ -4,6 +4,7 @@ Each arm trains its own identically initialised network on the same rollout. Ite
 `i` runs every arm once, in an order rotated by `i`, so drift of the machine (clocks,
 allocator, thermals) is shared by all arms instead of landing on one of them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -34,8 +35,12 @@ class ConfigResult:
 
 
 def correctness_gate(
-    arms: dict[str, GaeFn], rewards: torch.Tensor, values: torch.Tensor,
-    dones: torch.Tensor, cfg: PPOConfig, tol: float = CORRECTNESS_TOL,
+    arms: dict[str, GaeFn],
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    dones: torch.Tensor,
+    cfg: PPOConfig,
+    tol: float = CORRECTNESS_TOL,
 ) -> list[dict]:
     """Check every arm's advantages against `ours`: finite and within `atol = rtol = tol`.
 
@@ -99,6 +104,13 @@ def run_config(cfg: PPOConfig, arms: dict[str, GaeFn], device: torch.device | st
             stages["total"] = ms["total"]
             stages["resid"] = ms["total"] - sum(ms.get(s, 0.0) for s in STAGES)
             for stage, value in stages.items():
-                result.rows.append({"arm": name, "iteration": it - cfg.warmup, "order": pos,
-                                    "stage": stage, "ms": value})
+                result.rows.append(
+                    {
+                        "arm": name,
+                        "iteration": it - cfg.warmup,
+                        "order": pos,
+                        "stage": stage,
+                        "ms": value,
+                    }
+                )
     return result

@@ -10,6 +10,7 @@ Files in the output folder (`data/<gpu-slug>/` by default):
 Every CSV also carries the config's columns (N, T, h1, h2, recompute, gae_calls, groups).
 Rows of the configs a run measured replace earlier rows of those configs.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -37,9 +38,16 @@ def gpu_slug(device: torch.device | str) -> str:
 
 def config_columns(cfg: PPOConfig) -> dict:
     """The columns that describe `cfg` in every output table."""
-    return {"config": cfg.name, "N": cfg.n_envs, "T": cfg.seq_len, "h1": cfg.hidden[0],
-            "h2": cfg.hidden[1], "recompute": cfg.recompute, "gae_calls": cfg.gae_calls,
-            "groups": "+".join(cfg.groups)}
+    return {
+        "config": cfg.name,
+        "N": cfg.n_envs,
+        "T": cfg.seq_len,
+        "h1": cfg.hidden[0],
+        "h2": cfg.hidden[1],
+        "recompute": cfg.recompute,
+        "gae_calls": cfg.gae_calls,
+        "groups": "+".join(cfg.groups),
+    }
 
 
 def _cmd(*args: str) -> str:
@@ -75,7 +83,8 @@ def provenance(device: torch.device | str, warmup_iters: dict[str, tuple[int, in
         "python": platform.python_version(),
         "tf32_matmul": torch.get_float32_matmul_precision(),
         "git_commit": _cmd("git", "rev-parse", "HEAD"),
-        "git_dirty": _cmd("git", "status", "--porcelain", "--untracked-files=no") not in ("", "unknown"),
+        "git_dirty": _cmd("git", "status", "--porcelain", "--untracked-files=no")
+        not in ("", "unknown"),
         "warmup_iters": warmup_iters,
     }
 

@@ -1,4 +1,5 @@
 """Synthetic rollout and the actor-critic network of the PPO experiment (PAPER.md section 4.8)."""
+
 from __future__ import annotations
 
 import math
@@ -68,7 +69,9 @@ class ActorCritic(nn.Module):
         """`[..., 60]` → `[...]` state values."""
         return self.critic(self.trunk(obs)).squeeze(-1)
 
-    def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, obs: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """`obs [B, 60]`, `actions [B, 8]` → (log-prob of `actions` `[B]`, value `[B]`)."""
         z = self.trunk(obs)
         mean = self.mean(z)

@@ -1,4 +1,5 @@
 """Run the PPO experiment over a list of configs and write its tables (see `io`)."""
+
 from __future__ import annotations
 
 import time
@@ -27,22 +28,29 @@ def _with_config(rows: list[dict] | pd.DataFrame, cfg: PPOConfig) -> pd.DataFram
 
 def _print_summary(cfg: PPOConfig, wide: pd.DataFrame, gate: pd.DataFrame, seconds: float) -> None:
     print(f"{cfg.name}  ({seconds:.0f} s)")
-    med = wide.groupby("arm", sort=False)[["total", "gae", "share", "speedup", "amdahl_pred"]].median()
+    med = wide.groupby("arm", sort=False)[
+        ["total", "gae", "share", "speedup", "amdahl_pred"]
+    ].median()
     for _, g in gate.iterrows():
         arm = g["arm"]
         flag = "citable" if g["citable"] else ("INCORRECT" if not g["correct"] else "contaminated")
         if arm in med.index:
             m = med.loc[arm]
-            print(f"  {arm:14s} total {m['total']:9.3f} ms  gae {m['gae']:8.3f} ms  share "
-                  f"{100 * m['share']:6.2f} %  speedup {m['speedup']:.4f}x  amdahl "
-                  f"{m['amdahl_pred']:.4f}x  nongae {g['nongae_ratio']:.4f}  {flag}")
+            print(
+                f"  {arm:14s} total {m['total']:9.3f} ms  gae {m['gae']:8.3f} ms  share "
+                f"{100 * m['share']:6.2f} %  speedup {m['speedup']:.4f}x  amdahl "
+                f"{m['amdahl_pred']:.4f}x  nongae {g['nongae_ratio']:.4f}  {flag}"
+            )
         else:
             print(f"  {arm:14s} not timed (max |err| {g['max_abs_err']:.2e})  {flag}")
 
 
 def run_experiment(
-    configs: list[PPOConfig], device: torch.device | str, out: Path,
-    arm_names: tuple[str, ...] | None = None, convergence: PPOConfig | None = None,
+    configs: list[PPOConfig],
+    device: torch.device | str,
+    out: Path,
+    arm_names: tuple[str, ...] | None = None,
+    convergence: PPOConfig | None = None,
     convergence_updates: int = 5,
 ) -> dict[str, pd.DataFrame]:
     """Measure `configs`, optionally run the convergence check, and write the tables to `out`.
@@ -78,8 +86,10 @@ def run_experiment(
         pair = {"reference": arms_mod.reference_gae, "ours": arms_mod.ours}
         conv, ok = convergence_check(convergence, pair, convergence_updates, device)
         worst = conv["rel_diff"].max()
-        print(f"convergence {convergence.name}: {convergence_updates} updates, max rel. loss "
-              f"difference {worst:.2e} -> {'PASS' if ok else 'FAIL'}")
+        print(
+            f"convergence {convergence.name}: {convergence_updates} updates, max rel. loss "
+            f"difference {worst:.2e} -> {'PASS' if ok else 'FAIL'}"
+        )
         tables["ppo_convergence"] = _with_config(conv.drop(columns="config"), convergence)
 
     for stem, df in tables.items():

@@ -3,6 +3,7 @@
 Every ratio pairs an arm with `ours` in the same iteration before any median is taken,
 so slow drift of the machine cancels (ratios of aggregated medians do not).
 """
+
 from __future__ import annotations
 
 import math
@@ -70,8 +71,11 @@ def summarize(wide: pd.DataFrame) -> pd.DataFrame:
     """
     long = []
     for metric in METRICS:
-        long.append(wide[["config", "arm", metric]].rename(columns={metric: "value"})
-                    .assign(metric=metric, stage=""))
+        long.append(
+            wide[["config", "arm", metric]]
+            .rename(columns={metric: "value"})
+            .assign(metric=metric, stage="")
+        )
     for stage in (*STAGES, "resid"):
         ms = wide[["config", "arm", stage]].rename(columns={stage: "value"})
         long.append(ms.assign(metric="stage_ms", stage=stage))
@@ -79,8 +83,9 @@ def summarize(wide: pd.DataFrame) -> pd.DataFrame:
         long.append(share.assign(metric="stage_share", stage=stage))
     data = pd.concat(long, ignore_index=True)
     grouped = data.groupby(["config", "arm", "metric", "stage"], sort=False)["value"]
-    out = grouped.agg(median="median", q25=lambda v: v.quantile(0.25),
-                      q75=lambda v: v.quantile(0.75), n="count")
+    out = grouped.agg(
+        median="median", q25=lambda v: v.quantile(0.25), q75=lambda v: v.quantile(0.75), n="count"
+    )
     return out.reset_index()
 
 

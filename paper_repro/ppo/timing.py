@@ -5,6 +5,7 @@ The whole update sits inside one more interval, the "true total". On a GPU nothi
 until `read()`, which synchronises once, so timing does not serialise the stages (per-stage
 synchronisation overstated the GAE share ~10-25x in the paper's early runs).
 """
+
 from __future__ import annotations
 
 import time

@@ -4,6 +4,7 @@ Stages: `forward` (value pass over the rollout, minibatch passes), `gae` (advant
 returns = advantages + values), `perm` (per-epoch shuffle), `gather` (minibatch indexing),
 `loss` (clipped policy loss + value loss), `backward`, `optimizer` (Adam step, zero grads).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -25,8 +26,13 @@ def rollout_values(net: ActorCritic, rollout: Rollout) -> torch.Tensor:
 
 
 def ppo_loss(
-    logp: torch.Tensor, value: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
-    ret: torch.Tensor, clip: float, vf_coef: float,
+    logp: torch.Tensor,
+    value: torch.Tensor,
+    old_logp: torch.Tensor,
+    adv: torch.Tensor,
+    ret: torch.Tensor,
+    clip: float,
+    vf_coef: float,
 ) -> torch.Tensor:
     """Clipped-ratio policy loss plus `vf_coef`·MSE value loss; every input is `[B]`."""
     ratio = torch.exp(logp - old_logp)
@@ -35,8 +41,13 @@ def ppo_loss(
 
 
 def ppo_update(
-    net: ActorCritic, opt: torch.optim.Optimizer, rollout: Rollout, gae_fn: GaeFn,
-    cfg: PPOConfig, timer: StageTimer, gen: torch.Generator,
+    net: ActorCritic,
+    opt: torch.optim.Optimizer,
+    rollout: Rollout,
+    gae_fn: GaeFn,
+    cfg: PPOConfig,
+    timer: StageTimer,
+    gen: torch.Generator,
 ) -> torch.Tensor:
     """Run one update of `cfg.epochs` × `cfg.minibatches` steps, recording stages on `timer`.
 
@@ -73,7 +84,7 @@ def ppo_update(
                 if cfg.recompute:
                     adv, ret = advantages(values)
                 with timer.stage("gather"):
-                    idx = perm[k * mb:(k + 1) * mb]
+                    idx = perm[k * mb : (k + 1) * mb]
                     b_obs, b_act, b_old = obs[idx], actions[idx], old_logp[idx]
                     b_adv, b_ret = adv[idx], ret[idx]
                 with timer.stage("forward"):
