@@ -22,6 +22,7 @@ __all__ = [
     "eligibility_traces_coefficients",
     "prefix_sum_coefficients",
     "window_next",
+    "window_value",
 ]
 
 
@@ -48,7 +49,7 @@ def _flags(terminateds, truncateds, dtype):
     return term, trunc, torch.clamp(term + trunc, max=1.0)
 
 
-def _window_value(like, bootstrap_values, last_value):
+def window_value(like, bootstrap_values, last_value):
     if last_value is not None:
         return last_value.to(like.dtype).reshape(like.shape[0])
     if bootstrap_values is not None:
@@ -69,7 +70,7 @@ def gae_coefficients(rewards, values, terminateds, truncateds=None, gamma=0.99, 
     dt = _acc_dtype(rewards)
     r, v, b = rewards.to(dt), values.to(dt), _f(bootstrap_values, dt)
     term, trunc, done = _flags(terminateds, truncateds, dt)
-    nu = window_next(v, trunc, b, _window_value(r, b, last_value))
+    nu = window_next(v, trunc, b, window_value(r, b, last_value))
     alpha = r + gamma * (1 - term) * nu - v
     beta = gamma * lambda_ * (1 - done)
     return Coefficients(alpha, beta, torch.zeros_like(alpha[:, 0]), True)
@@ -89,7 +90,7 @@ def vtrace_coefficients(log_pi_target, log_pi_behavior, values, rewards, termina
     r, v, b = rewards.to(dt), values.to(dt), _f(bootstrap_values, dt)
     term, trunc, done = _flags(terminateds, truncateds, dt)
     rho, c = vtrace_ratios(log_pi_target, log_pi_behavior, rho_bar, c_bar, dt)
-    nu = window_next(v, trunc, b, _window_value(r, b, last_value))
+    nu = window_next(v, trunc, b, window_value(r, b, last_value))
     alpha = rho * (r + gamma * (1 - term) * nu - v)
     beta = gamma * c * (1 - done)
     return Coefficients(alpha, beta, torch.zeros_like(alpha[:, 0]), True)

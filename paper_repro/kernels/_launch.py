@@ -254,3 +254,21 @@ def rows_of(axis: int, **named) -> Rows:
 
 def batch_shape(x: torch.Tensor, axis: int):
     return x.movedim(axis, -1).shape[:-1]
+
+
+def layout_args(rows: Rows, out: torch.Tensor) -> dict:
+    return dict(stride_b=rows.stride[0], stride_t=rows.stride[1],
+                out_stride_b=out.stride(0), out_stride_t=out.stride(1))
+
+
+def scalar_args(**values) -> dict:
+    """Each scalar as a (hi, lo) float32 pair: ``name`` and ``name_lo``."""
+    args = {}
+    for name, value in values.items():
+        args[name], args[name + "_lo"] = split_scalar(value)
+    return args
+
+
+def pointer_args(dummy: torch.Tensor, **tensors) -> dict:
+    """Kernel pointers; an absent optional tensor becomes a never-read placeholder."""
+    return {name: dummy if t is None else t for name, t in tensors.items()}

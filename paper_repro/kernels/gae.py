@@ -146,19 +146,12 @@ def compute_gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambd
 
 def _gae_triton(rows: L.Rows, last, gamma, lambda_, out_dtype):
     out = rows.empty(out_dtype, rows["r"].device)
-    acc = L.acc_dtype(out_dtype)
     config = L.config_for(rows.B, rows.T, rows.stride, out.device)
-    g, g_lo = L.split_scalar(gamma)
-    lam, lam_lo = L.split_scalar(lambda_)
-    dummy = rows["r"]
-    launch(gae_fwd_kernel, config, rows.B, rows.T, acc, out.device,
-           r_ptr=rows["r"], v_ptr=rows["v"], term_ptr=rows["term"],
-           trunc_ptr=rows["trunc"] if rows["trunc"] is not None else dummy,
-           boot_ptr=rows["boot"] if rows["boot"] is not None else dummy,
-           last_ptr=last if last is not None else dummy, out_ptr=out,
-           stride_b=rows.stride[0], stride_t=rows.stride[1],
-           out_stride_b=out.stride(0), out_stride_t=out.stride(1),
-           gamma=g, gamma_lo=g_lo, lam=lam, lam_lo=lam_lo,
+    launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out_dtype), out.device,
+           out_ptr=out, **L.pointer_args(out, r_ptr=rows["r"], v_ptr=rows["v"],
+                                          term_ptr=rows["term"], trunc_ptr=rows["trunc"],
+                                          boot_ptr=rows["boot"], last_ptr=last),
+           **L.layout_args(rows, out), **L.scalar_args(gamma=gamma, lam=lambda_),
            HAS_TRUNC=rows["trunc"] is not None, HAS_BOOT=rows["boot"] is not None,
            HAS_LAST=last is not None)
     return out

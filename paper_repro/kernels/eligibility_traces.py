@@ -1,0 +1,115 @@
+"""Accumulating eligibility traces as one fused forward scan (SPEC.md 1.6; proofs/derivations.py).
+
+alpha_t = g_t,  beta_t = decay (1 - d_{t-1}) with d_{-1} = 0,  z_{-1} = seed.
+The episodic prefix sum is the same kernel with decay 1 (and, for ``starts_at``, d_t).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from paper_repro import coefficients as C
+from paper_repro.kernels import _launch as L
+from paper_repro.kernels.affine_scan import (
+    chunk_times,
+    incoming_carry,
+    launch,
+    row_block,
+    scan_tile,
+    segment_chunks,
+    store_aggregate,
+)
+from paper_repro.kernels.torch_scan import torch_affine_scan
+
+
+@triton.jit
+def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr,
+                           B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
+                           decay, decay_lo,
+                           PREVIOUS_DONE: tl.constexpr, HAS_SEED: tl.constexpr,
+                           ACC: tl.constexpr, PHASE: tl.constexpr,
+                           BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr):
+    k = tl.cast(decay, ACC) + tl.cast(decay_lo, ACC)
+    rows, row_mask = row_block(B, BLOCK_B)
+    t_begin, n_chunks = segment_chunks(T, seg_len, BLOCK_T)
+    carry0 = tl.zeros([BLOCK_B], ACC)
+    if HAS_SEED:
+        carry0 = tl.load(seed_ptr + rows, mask=row_mask, other=0.0).to(ACC)
+    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE, False)
+    agg_b = tl.full([BLOCK_B], 1.0, ACC)
+    for i in range(n_chunks):
+        t = chunk_times(i, t_begin, n_chunks, BLOCK_T, False)
+        mask = row_mask[:, None] & (t < T)[None, :]
+        offs = rows[:, None] * stride_b + t[None, :] * stride_t
+        alpha = tl.load(x_ptr + offs, mask=mask, other=0.0).to(ACC)
+        if PREVIOUS_DONE:
+            # "ends at": the flag at t-1 resets the sum entering step t.
+            d = tl.load(done_ptr + offs - stride_t, mask=mask & (t >= 1)[None, :], other=0)
+        else:
+            d = tl.load(done_ptr + offs, mask=mask, other=0)
+        beta = tl.where(mask, k * (1.0 - d.to(ACC)), 1.0)
+        out, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, False)
+        agg_b = agg_b * b_edge
+        if PHASE != 1:
+            o_offs = rows[:, None] * out_stride_b + t[None, :] * out_stride_t
+            tl.store(out_ptr + o_offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+    if PHASE == 1:
+        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
+
+
+def decayed_sum(name, x, dones, decay, seed_values, previous_done, time_dim, validate):
+    """Shared body of eligibility traces and the episodic prefix sum."""
+    L.check_tensor(name, x)
+    L.check_tensor("dones", dones, like=x, flag=True)
+    axis = L.time_axis(x, time_dim)
+    L.check_tensor("seed_values", seed_values, like=x, optional=True,
+                   shape=L.batch_shape(x, axis))
+    out_dtype = L.result_dtype(x, seed_values)
+    if x.numel() == 0:
+        return torch.empty_like(x, dtype=out_dtype)
+    if L.validation_requested(validate):
+        L.check_binary("dones", dones)
+    rows = L.rows_of(axis, x=x, d=dones)
+    seed = L.vector_rows(seed_values, rows.B)
+    if L.use_triton(x):
+        out = rows.empty(out_dtype, x.device)
+        config = L.config_for(rows.B, rows.T, rows.stride, out.device)
+        launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out_dtype), x.device,
+               out_ptr=out, **L.pointer_args(out, x_ptr=rows["x"], done_ptr=rows["d"],
+                                              seed_ptr=seed),
+               **L.layout_args(rows, out), **L.scalar_args(decay=decay),
+               PREVIOUS_DONE=previous_done, HAS_SEED=seed is not None)
+    else:
+        if previous_done:
+            coef = C.eligibility_traces_coefficients(rows["x"], rows["d"], decay, 1.0, seed)
+        else:
+            coef = C.prefix_sum_coefficients(rows["x"], rows["d"], seed, "starts_at")
+        out = torch_affine_scan(coef.alpha, coef.beta, coef.carry, False).to(out_dtype)
+    return L.from_rows(out, x, axis)
+
+
+def compute_eligibility_traces(gradients, dones, gamma, lambda_, seed_values=None, *,
+                               time_dim=-1, validate=False):
+    """Accumulating traces ``z_t = g_t + gamma lambda (1 - d_{t-1}) z_{t-1}``, ``z_{-1} = seed``.
+
+    Args:
+        gradients: ``[..., T, ...]`` floating, time on ``time_dim``.
+        dones: step ``t`` ends its episode (terminated or truncated); the trace resets at
+            the first step of the next episode.
+        gamma, lambda_: required, as in the paper's API.
+        seed_values: incoming trace per row (batch shape), decayed once. Default: zeros.
+        validate: check flag values (synchronises).
+    Returns:
+        ``z`` shaped like ``gradients``.
+
+    Example:
+        >>> import torch
+        >>> compute_eligibility_traces(torch.tensor([[1.0, 2.0, 3.0]]),
+        ...                            torch.tensor([[0.0, 1.0, 0.0]]), 1.0, 0.9)
+        tensor([[1.0000, 2.9000, 3.0000]])
+    """
+    gamma = L.check_scalar("gamma", gamma)
+    lambda_ = L.check_scalar("lambda_", lambda_)
+    return decayed_sum("gradients", gradients, dones, gamma * lambda_, seed_values, True,
+                       time_dim, validate)

@@ -1,0 +1,137 @@
+"""TD(lambda) returns as one fused backward scan (SPEC.md 1.4; proofs/derivations.py).
+
+alpha_t = r_t + gamma (1 - lambda)(1 - done_t) n_t + gamma trunc_t b_t,
+beta_t = gamma lambda (1 - done_t),  G_T = b_{T-1} (0 without bootstrap values).
+Discounted returns are the same kernel at lambda = 1 without next values.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from paper_repro import coefficients as C
+from paper_repro.kernels import _launch as L
+from paper_repro.kernels.affine_scan import (
+    chunk_times,
+    incoming_carry,
+    launch,
+    row_block,
+    scan_tile,
+    segment_chunks,
+    store_aggregate,
+)
+from paper_repro.kernels.gae import check_flags
+from paper_repro.kernels.torch_scan import torch_affine_scan
+
+
+@triton.jit
+def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, agg_ptr,
+                       B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
+                       gamma, gamma_lo, lam, lam_lo,
+                       HAS_NEXT: tl.constexpr, HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr,
+                       ACC: tl.constexpr, PHASE: tl.constexpr,
+                       BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr):
+    g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
+    lam_ = tl.cast(lam, ACC) + tl.cast(lam_lo, ACC)
+    rows, row_mask = row_block(B, BLOCK_B)
+    t_begin, n_chunks = segment_chunks(T, seg_len, BLOCK_T)
+    carry0 = tl.zeros([BLOCK_B], ACC)
+    if HAS_BOOT:
+        carry0 = tl.load(boot_ptr + rows * stride_b + (T - 1) * stride_t, mask=row_mask,
+                         other=0.0).to(ACC)
+    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE, True)
+    agg_b = tl.full([BLOCK_B], 1.0, ACC)
+    for i in range(n_chunks):
+        t = chunk_times(i, t_begin, n_chunks, BLOCK_T, True)
+        mask = row_mask[:, None] & (t < T)[None, :]
+        offs = rows[:, None] * stride_b + t[None, :] * stride_t
+        alpha = tl.load(r_ptr + offs, mask=mask, other=0.0).to(ACC)
+        term = tl.load(term_ptr + offs, mask=mask, other=0).to(ACC)
+        if HAS_TRUNC:
+            trunc = tl.load(trunc_ptr + offs, mask=mask, other=0).to(ACC)
+        else:
+            trunc = tl.zeros_like(term)
+        keep = 1.0 - tl.minimum(term + trunc, 1.0)
+        if HAS_NEXT:
+            n = tl.load(next_ptr + offs, mask=mask, other=0.0).to(ACC)
+            alpha += g * (1.0 - lam_) * keep * n
+        if HAS_BOOT and HAS_TRUNC:
+            b = tl.load(boot_ptr + offs, mask=mask & (trunc != 0), other=0.0).to(ACC)
+            alpha += g * trunc * b
+        alpha = tl.where(mask, alpha, 0.0)
+        beta = tl.where(mask, g * lam_ * keep, 1.0)
+        out, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, True)
+        agg_b = agg_b * b_edge
+        if PHASE != 1:
+            o_offs = rows[:, None] * out_stride_b + t[None, :] * out_stride_t
+            tl.store(out_ptr + o_offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+    if PHASE == 1:
+        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
+
+
+def returns(rewards, next_values, terminateds, truncateds, gamma, lambda_, bootstrap_values,
+            time_dim, validate):
+    """Shared body of ``compute_lambda_returns`` and ``compute_discounted_returns``."""
+    L.check_tensor("rewards", rewards)
+    L.check_tensor("next_values", next_values, like=rewards, optional=True)
+    L.check_tensor("terminateds", terminateds, like=rewards, flag=True)
+    L.check_tensor("truncateds", truncateds, like=rewards, flag=True, optional=True)
+    L.check_tensor("bootstrap_values", bootstrap_values, like=rewards, optional=True)
+    axis = L.time_axis(rewards, time_dim)
+    gamma = L.check_scalar("gamma", gamma)
+    lambda_ = L.check_scalar("lambda_", lambda_)
+    out_dtype = L.result_dtype(rewards, next_values, bootstrap_values)
+    if rewards.numel() == 0:
+        return torch.empty_like(rewards, dtype=out_dtype)
+    check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
+    rows = L.rows_of(axis, r=rewards, n=next_values, term=terminateds, trunc=truncateds,
+                     boot=bootstrap_values)
+    if L.use_triton(rewards):
+        out = rows.empty(out_dtype, rewards.device)
+        config = L.config_for(rows.B, rows.T, rows.stride, out.device)
+        launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out_dtype), out.device,
+               out_ptr=out, **L.pointer_args(out, r_ptr=rows["r"], next_ptr=rows["n"],
+                                              term_ptr=rows["term"], trunc_ptr=rows["trunc"],
+                                              boot_ptr=rows["boot"]),
+               **L.layout_args(rows, out), **L.scalar_args(gamma=gamma, lam=lambda_),
+               HAS_NEXT=next_values is not None, HAS_TRUNC=truncateds is not None,
+               HAS_BOOT=bootstrap_values is not None)
+    else:
+        if next_values is None:
+            coef = C.discounted_returns_coefficients(rows["r"], rows["term"], rows["trunc"],
+                                                     gamma, rows["boot"])
+        else:
+            coef = C.lambda_returns_coefficients(rows["r"], rows["n"], rows["term"],
+                                                 rows["trunc"], gamma, lambda_, rows["boot"])
+        out = torch_affine_scan(coef.alpha, coef.beta, coef.carry, True).to(out_dtype)
+    return L.from_rows(out, rewards, axis)
+
+
+def compute_lambda_returns(rewards, next_values, terminateds, truncateds=None, gamma=0.99,
+                           lambda_=0.95, bootstrap_values=None, *, time_dim=-1, validate=False):
+    """TD(lambda) targets ``G_t = r_t + gamma (1-d_t)((1-lambda) n_t + lambda G_{t+1})``.
+
+    Args:
+        rewards: ``[..., T, ...]`` floating, time on ``time_dim``.
+        next_values: V(s_{t+1}) for every t, T-1 included; same shape.
+        terminateds, truncateds: step ``t`` ends its episode; truncated steps take
+            ``r_t + gamma b_t``. Default truncateds: None.
+        gamma, lambda_: Default: 0.99, 0.95.
+        bootstrap_values: read at truncated steps; its last column is the carry G_T.
+            For ``r + gamma V(s_T)`` at a continuing window end give V(s_T) both here and
+            in ``next_values[..., -1]`` (the paper's convention).
+        validate: check flag values (synchronises).
+    Returns:
+        ``G`` shaped like ``rewards``.
+
+    Example:
+        >>> import torch
+        >>> compute_lambda_returns(torch.tensor([[1.0, 2.0]]), torch.tensor([[3.0, 4.0]]),
+        ...                        torch.zeros(1, 2), gamma=1.0, lambda_=0.5)
+        tensor([[4.5000, 4.0000]])
+    """
+    if next_values is None:
+        raise TypeError("next_values must be a torch.Tensor, got None")
+    return returns(rewards, next_values, terminateds, truncateds, gamma, lambda_,
+                   bootstrap_values, time_dim, validate)

@@ -1,0 +1,202 @@
+"""Retrace(lambda) targets and advantages in one fused backward scan (SPEC.md 1.3).
+
+Delta_t = Q_ret_t - Q_t:  alpha_t = r_t + gamma (1 - term_t) E_t - Q_t,
+beta_t = gamma c_{t+1} (1 - done_t) with c_T = 0,  Delta_T = 0.  E_t is the expectation of
+Q(s_{t+1}, .) under the row-t policy (the paper's reading) or under ``next_action_probs_target``
+(textbook Retrace); proofs/retrace_reading.py compares them. No [T, A] tile is held: the
+actions axis is reduced one action at a time, so there is no register cliff in T.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from paper_repro import coefficients as C
+from paper_repro.kernels import _launch as L
+from paper_repro.kernels.affine_scan import (
+    chunk_times,
+    incoming_carry,
+    launch,
+    next_in_time,
+    row_block,
+    scan_tile,
+    segment_chunks,
+    store_aggregate,
+)
+from paper_repro.kernels.gae import check_flags
+from paper_repro.kernels.torch_scan import torch_affine_scan
+
+
+@triton.jit
+def _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a, ACC: tl.constexpr):
+    """pi(a_t|s_t) / mu(a_t|s_t); out-of-range actions read nothing and give 0."""
+    act = tl.load(act_ptr + offs, mask=mask, other=0)
+    ok = mask & (act >= 0) & (act < A)
+    p = tl.load(pi_ptr + offs3 + act * stride3_a, mask=ok, other=0.0).to(ACC)
+    mu = tl.load(mu_ptr + offs, mask=mask, other=1.0).to(ACC)
+    return p / mu
+
+
+@triton.jit
+def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, term_ptr,
+                       trunc_ptr, out_ptr, adv_ptr, agg_ptr,
+                       B, T, A, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
+                       stride3_b, stride3_t, stride3_a,
+                       gamma, gamma_lo, lam, lam_lo, c_bar, c_bar_lo, rho_bar, rho_bar_lo,
+                       HAS_NEXT_PI: tl.constexpr, HAS_TRUNC: tl.constexpr,
+                       ACC: tl.constexpr, PHASE: tl.constexpr,
+                       BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr):
+    g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
+    lam_ = tl.cast(lam, ACC) + tl.cast(lam_lo, ACC)
+    c_max = tl.cast(c_bar, ACC) + tl.cast(c_bar_lo, ACC)
+    rho_max = tl.cast(rho_bar, ACC) + tl.cast(rho_bar_lo, ACC)
+    rows, row_mask = row_block(B, BLOCK_B)
+    t_begin, n_chunks = segment_chunks(T, seg_len, BLOCK_T)
+    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, tl.zeros([BLOCK_B], ACC), PHASE,
+                           True)
+    agg_b = tl.full([BLOCK_B], 1.0, ACC)
+    for i in range(n_chunks):
+        t = chunk_times(i, t_begin, n_chunks, BLOCK_T, True)
+        mask = row_mask[:, None] & (t < T)[None, :]
+        next_mask = mask & (t + 1 < T)[None, :]
+        offs = rows[:, None] * stride_b + t[None, :] * stride_t
+        offs3 = rows[:, None] * stride3_b + t[None, :] * stride3_t
+        expect = tl.zeros([BLOCK_B, BLOCK_T], ACC)
+        for a in range(A):
+            nq = tl.load(nq_ptr + offs3 + a * stride3_a, mask=mask, other=0.0).to(ACC)
+            if HAS_NEXT_PI:
+                w = tl.load(npi_ptr + offs3 + a * stride3_a, mask=mask, other=0.0).to(ACC)
+            else:
+                w = tl.load(pi_ptr + offs3 + a * stride3_a, mask=mask, other=0.0).to(ACC)
+            expect += w * nq
+        ratio = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a, ACC)
+        ratio_next = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs + stride_t, offs3 + stride3_t,
+                                  next_mask, A, stride3_a, ACC)
+        c_next = tl.where(next_mask, lam_ * tl.minimum(ratio_next, c_max), 0.0)
+        r = tl.load(r_ptr + offs, mask=mask, other=0.0).to(ACC)
+        q = tl.load(q_ptr + offs, mask=mask, other=0.0).to(ACC)
+        term = tl.load(term_ptr + offs, mask=mask, other=0).to(ACC)
+        if HAS_TRUNC:
+            trunc = tl.load(trunc_ptr + offs, mask=mask, other=0).to(ACC)
+        else:
+            trunc = tl.zeros_like(term)
+        discount = g * (1.0 - term)
+        alpha = tl.where(mask, r + discount * expect - q, 0.0)
+        beta = tl.where(mask, g * c_next * (1.0 - tl.minimum(term + trunc, 1.0)), 1.0)
+        carry_in = carry
+        delta, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, True)
+        agg_b = agg_b * b_edge
+        if PHASE != 1:
+            # Q_ret_{t+1} (0 at T-1; across a truncation it is the next episode's, as the paper).
+            q_next = tl.load(q_ptr + offs + stride_t, mask=next_mask, other=0.0).to(ACC)
+            q_ret_next = next_in_time(delta, carry_in, BLOCK_T) + q_next
+            adv = tl.minimum(ratio, rho_max) * (r + discount * q_ret_next - q)
+            o_offs = rows[:, None] * out_stride_b + t[None, :] * out_stride_t
+            tl.store(out_ptr + o_offs, (delta + q).to(out_ptr.dtype.element_ty), mask=mask)
+            tl.store(adv_ptr + o_offs, adv.to(adv_ptr.dtype.element_ty), mask=mask)
+    if PHASE == 1:
+        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
+
+
+def _actions_rows(x, axis):
+    """``[..., T, ..., A]`` with time on ``axis`` (of the per-step shape) as ``[B, T, A]``."""
+    x = x.movedim(axis, -2)
+    return x.reshape(-1, x.shape[-2], x.shape[-1])
+
+
+def _check_values(action_probs_behavior, actions, num_actions):
+    if bool((action_probs_behavior <= 0).any()):
+        raise ValueError("action_probs_behavior must be > 0 everywhere")
+    if bool(((actions < 0) | (actions >= num_actions)).any()):
+        raise ValueError(f"actions must lie in [0, {num_actions}), the size of the last axis "
+                         "of action_probs_target")
+
+
+def compute_retrace(action_probs_target, action_probs_behavior, q_values, next_q_values_all,
+                    actions, rewards, terminateds, truncateds, gamma, lambda_=1.0, c_bar=1.0,
+                    rho_bar=1.0, *, next_action_probs_target=None, time_dim=-1, validate=False):
+    """Retrace(lambda) targets ``Q_ret`` and advantages (Munos et al. 2016, the paper's numerics).
+
+    ``Q_ret_t - Q_t = r_t + gamma (1-term_t) E_t - Q_t + gamma c_{t+1} (1-done_t)(Q_ret_{t+1} -
+    Q_{t+1})`` with ``c = lambda min(pi/mu, c_bar)`` and ``E_t = sum_a w_t(a) Q(s_{t+1}, a)``.
+
+    Args:
+        action_probs_target: ``[..., T, A]`` pi(.|s_t); the weights w_t of E_t by default.
+        action_probs_behavior, q_values: ``[..., T]`` mu(a_t|s_t) and Q(s_t, a_t), time on
+            ``time_dim``.
+        next_q_values_all: ``[..., T, A]`` Q(s_{t+1}, .) (zeros past a termination).
+        actions: ``[..., T]`` integer actions a_t in [0, A).
+        rewards, terminateds, truncateds: per-step rewards and flags (truncateds may be None).
+        gamma: discount (required, as in the paper). lambda_, c_bar, rho_bar: Default 1.0.
+        next_action_probs_target: ``[..., T, A]`` pi(.|s_{t+1}): textbook expectation.
+        validate: check flags, probabilities and action range (synchronises; always on CPU).
+    Returns:
+        ``(q_ret, advantages)`` shaped like ``rewards``, with
+        ``advantages_t = min(pi/mu, rho_bar)(r_t + gamma (1-term_t) Q_ret_{t+1} - Q_t)``,
+        ``Q_ret_T := 0``.
+    """
+    L.check_tensor("rewards", rewards)
+    for name, x in (("action_probs_behavior", action_probs_behavior), ("q_values", q_values)):
+        L.check_tensor(name, x, like=rewards)
+    L.check_tensor("actions", actions, like=rewards, floating=False)
+    if actions.dtype.is_floating_point or actions.dtype == torch.bool or actions.is_complex():
+        raise TypeError(f"actions must be an integer tensor, got {actions.dtype}")
+    L.check_tensor("terminateds", terminateds, like=rewards, flag=True)
+    L.check_tensor("truncateds", truncateds, like=rewards, flag=True, optional=True)
+    L.check_tensor("action_probs_target", action_probs_target)
+    if action_probs_target.dim() != rewards.dim() + 1 or \
+            action_probs_target.shape[:-1] != rewards.shape:
+        raise ValueError(f"action_probs_target must have shape {tuple(rewards.shape)} + (A,), "
+                         f"got {tuple(action_probs_target.shape)}")
+    L.check_tensor("next_q_values_all", next_q_values_all, like=action_probs_target)
+    L.check_tensor("next_action_probs_target", next_action_probs_target,
+                   like=action_probs_target, optional=True)
+    axis = L.time_axis(rewards, time_dim)
+    gamma, lambda_ = L.check_scalar("gamma", gamma), L.check_scalar("lambda_", lambda_)
+    c_bar, rho_bar = L.check_scalar("c_bar", c_bar), L.check_scalar("rho_bar", rho_bar)
+    out_dtype = L.result_dtype(rewards, q_values, action_probs_target, next_q_values_all,
+                               action_probs_behavior)
+    if rewards.numel() == 0:
+        empty = torch.empty_like(rewards, dtype=out_dtype)
+        return empty, empty.clone()
+    num_actions = action_probs_target.shape[-1]
+    if L.validation_requested(validate) or not rewards.is_cuda:
+        _check_values(action_probs_behavior, actions, num_actions)
+    check_flags(validate, axis, terminateds, truncateds)
+    rows = L.rows_of(axis, mu=action_probs_behavior, q=q_values, act=actions, r=rewards,
+                     term=terminateds, trunc=truncateds)
+    three = [_actions_rows(x, axis) if x is not None else None
+             for x in (action_probs_target, next_q_values_all, next_action_probs_target)]
+    present, stride3 = L.common_strides([x for x in three if x is not None])
+    pi, nq = present[0], present[1]
+    npi = present[2] if next_action_probs_target is not None else None
+    if L.use_triton(rewards):
+        q_ret = rows.empty(out_dtype, rewards.device)
+        adv = rows.empty(out_dtype, rewards.device)
+        config = L.config_for(rows.B, rows.T, rows.stride, q_ret.device, wide=True)
+        launch(retrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out_dtype), q_ret.device,
+               out_ptr=q_ret, adv_ptr=adv, A=num_actions,
+               **L.pointer_args(q_ret, pi_ptr=pi, npi_ptr=npi, nq_ptr=nq, mu_ptr=rows["mu"],
+                                q_ptr=rows["q"], act_ptr=rows["act"], r_ptr=rows["r"],
+                                term_ptr=rows["term"], trunc_ptr=rows["trunc"]),
+               **L.layout_args(rows, q_ret),
+               stride3_b=stride3[0], stride3_t=stride3[1], stride3_a=stride3[2],
+               **L.scalar_args(gamma=gamma, lam=lambda_, c_bar=c_bar, rho_bar=rho_bar),
+               HAS_NEXT_PI=npi is not None, HAS_TRUNC=truncateds is not None)
+    else:
+        q_ret, adv = _retrace_torch(rows, pi, nq, npi, gamma, lambda_, c_bar, rho_bar, out_dtype)
+    return L.from_rows(q_ret, rewards, axis), L.from_rows(adv, rewards, axis)
+
+
+def _retrace_torch(rows, pi, nq, npi, gamma, lambda_, c_bar, rho_bar, out_dtype):
+    coef = C.retrace_coefficients(pi, rows["mu"], rows["q"], nq, rows["act"], rows["r"],
+                                  rows["term"], rows["trunc"], gamma, lambda_, c_bar, rho_bar,
+                                  npi)
+    acc = coef.alpha.dtype
+    q, r, term = rows["q"].to(acc), rows["r"].to(acc), rows["term"].to(acc)
+    q_ret = torch_affine_scan(coef.alpha, coef.beta, coef.carry, True) + q
+    q_ret_next = torch.cat([q_ret[:, 1:], torch.zeros_like(q_ret[:, :1])], dim=1)
+    rho = torch.clamp(C.retrace_ratio(pi, rows["mu"], rows["act"], acc), max=rho_bar)
+    adv = rho * (r + gamma * (1 - term) * q_ret_next - q)
+    return q_ret.to(out_dtype), adv.to(out_dtype)
