@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import platform
 import re
 import subprocess
@@ -82,7 +83,8 @@ def provenance(device: torch.device | str, warmup_iters: dict[str, tuple[int, in
         "triton": triton_version,
         "python": platform.python_version(),
         "tf32_matmul": torch.get_float32_matmul_precision(),
-        "git_commit": _cmd("git", "rev-parse", "HEAD"),
+        # a copy without .git (a remote GPU machine) takes the commit from the environment
+        "git_commit": os.environ.get("PAPER_REPRO_GIT_COMMIT") or _cmd("git", "rev-parse", "HEAD"),
         "git_dirty": _cmd("git", "status", "--porcelain", "--untracked-files=no")
         not in ("", "unknown"),
         "warmup_iters": warmup_iters,
