@@ -1,0 +1,158 @@
+"""Offline tile tuning on the GPU: sweep (BLOCK_B, BLOCK_T, num_warps, segments) per shape and
+record device times, so the heuristic in kernels/_launch.py is chosen from data.
+
+    python -m paper_repro.tuning --out data/h200 [--quick]
+
+Writes ``tuning.csv`` (every configuration tried), ``heuristic.csv`` (the shipped heuristic's
+choice beside the best found) and ``copy_bandwidth.csv`` (the roofline ceiling).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import paper_repro as P
+from paper_repro.kernels import _launch as L
+
+SHAPES = [(4096, 8), (32768, 8), (32768, 32), (4096, 128), (16384, 128), (2048, 1024),
+          (512, 4096), (8192, 4096), (64, 131072), (16, 524288), (4, 1048576), (1, 4194304)]
+TIME_MAJOR_SHAPES = [(4096, 128), (16384, 128), (32768, 32)]
+
+
+def device_time_us(fn, calls=20, trials=5) -> float:
+    """Device time per call from CUDA-graph replay (no launch overhead), min over trials."""
+    fn()
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    best = float("inf")
+    for _ in range(trials):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        stop.record()
+        stop.synchronize()
+        best = min(best, start.elapsed_time(stop) * 1e3 / calls)
+    return best
+
+
+def full_call_us(fn, calls=50, trials=5) -> float:
+    """The paper's full-call time: events around one call, median per trial, min of trials."""
+    for _ in range(10):
+        fn()
+    best = float("inf")
+    for _ in range(trials):
+        times = []
+        for _ in range(calls):
+            torch.cuda.synchronize()
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            stop.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(stop) * 1e3)
+        best = min(best, sorted(times)[len(times) // 2])
+    return best
+
+
+def copy_bandwidth_gbs(nbytes=2 << 30) -> float:
+    src = torch.empty(nbytes // 4, device="cuda")
+    dst = torch.empty_like(src)
+    us = device_time_us(lambda: dst.copy_(src), calls=5)
+    return 2 * nbytes / us / 1e3
+
+
+def gae_inputs(N, T, time_major=False):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    shape = (T, N) if time_major else (N, T)
+    r = torch.randn(shape, device="cuda", generator=g)
+    v = torch.randn(shape, device="cuda", generator=g)
+    term = (torch.rand(shape, device="cuda", generator=g) < 0.05).float()
+    dim = 0 if time_major else -1
+    return lambda: P.compute_gae(r, v, term, time_dim=dim)
+
+
+def candidates(N, T, time_major):
+    pow_t = 1 << max(0, (T - 1).bit_length())
+    out = set()
+    for tile, warps in itertools.product((512, 1024, 2048, 4096), (1, 2, 4, 8)):
+        if not 64 <= tile // warps <= 1024:
+            continue
+        for bt in (8, 16, 32, 64, 128, 256, 512, 1024, 2048):
+            bt = min(bt, pow_t)
+            bb = max(1, tile // bt)
+            if bb > 1 << max(0, (N - 1).bit_length()) or bb * bt > 4096:
+                continue
+            chunks = -(-T // bt)
+            segs = [chunks] + [c for c in (4, 16, 64) if c < chunks and (N // bb) < 264]
+            for seg in segs:
+                out.add(L.ScanConfig(bb, bt, warps, seg * bt))
+    return sorted(out, key=lambda c: (c.BLOCK_T, c.BLOCK_B, c.num_warps, c.seg_len))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--out", default="data/h200")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--budget-s", type=float, default=420.0)
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    with open(out / "copy_bandwidth.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["gpu", "metric", "value", "unit"])
+        w.writerow([torch.cuda.get_device_name(), "device_to_device_copy", round(
+            copy_bandwidth_gbs(), 1), "GB/s"])
+    rows = []
+    shapes = [(s, False) for s in SHAPES] + [(s, True) for s in TIME_MAJOR_SHAPES]
+    if args.quick:
+        shapes = shapes[:4]
+    for (N, T), tm in shapes:
+        fn = gae_inputs(N, T, tm)
+        for cfg in candidates(N, T, tm):
+            if time.time() - t0 > args.budget_s:
+                break
+            with L.force_config(cfg):
+                us = device_time_us(fn)
+            rows.append([N, T, int(tm), cfg.BLOCK_B, cfg.BLOCK_T, cfg.num_warps, cfg.seg_len,
+                         round(us, 3)])
+        print(f"{N}x{T} tm={tm}: {len(rows)} rows, {time.time() - t0:.0f}s", file=sys.stderr)
+    with open(out / "tuning.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["num_envs", "seq_len", "time_major", "BLOCK_B", "BLOCK_T", "num_warps",
+                    "seg_len", "device_us"])
+        w.writerows(rows)
+    write_heuristic_report(out, shapes, rows)
+
+
+def write_heuristic_report(out, shapes, rows):
+    with open(out / "heuristic.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["num_envs", "seq_len", "time_major", "heuristic_config", "heuristic_us",
+                    "full_call_us", "best_config", "best_us"])
+        for (N, T), tm in shapes:
+            fn = gae_inputs(N, T, tm)
+            cfg = L.choose_config(N, T, tm, L.num_sms(torch.device("cuda")), False)
+            tried = [r for r in rows if r[:3] == [N, T, int(tm)]]
+            best = min(tried, key=lambda r: r[-1]) if tried else None
+            w.writerow([N, T, int(tm), cfg, round(device_time_us(fn), 3),
+                        round(full_call_us(fn), 3), best[3:7] if best else "", best[-1] if best
+                        else ""])
+
+
+if __name__ == "__main__":
+    main()
