@@ -87,18 +87,18 @@ def gae_inputs(N, T, time_major=False):
 
 def candidates(N, T, time_major):
     pow_t = 1 << max(0, (T - 1).bit_length())
+    pow_n = 1 << max(0, (N - 1).bit_length())
     out = set()
-    for tile, warps in itertools.product((512, 1024, 2048, 4096), (1, 2, 4, 8)):
-        if not 64 <= tile // warps <= 1024:
-            continue
-        for bt in (8, 16, 32, 64, 128, 256, 512, 1024, 2048):
+    for tile in (512, 1024, 2048, 4096):
+        for bt in (8, 32, 128, 512, 2048):
             bt = min(bt, pow_t)
             bb = max(1, tile // bt)
-            if bb > 1 << max(0, (N - 1).bit_length()) or bb * bt > 4096:
+            if bb > pow_n or (time_major and bb < 16 and N >= 16):
                 continue
             chunks = -(-T // bt)
-            segs = [chunks] + [c for c in (4, 16, 64) if c < chunks and (N // bb) < 264]
-            for seg in segs:
+            segs = {chunks} | ({8, 32} & set(range(1, chunks)) if N // bb < 264 else set())
+            for warps, seg in itertools.product({max(1, min(16, tile // e)) for e in
+                                                 (128, 256, 512)}, segs):
                 out.add(L.ScanConfig(bb, bt, warps, seg * bt))
     return sorted(out, key=lambda c: (c.BLOCK_T, c.BLOCK_B, c.num_warps, c.seg_len))
 
