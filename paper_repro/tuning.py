@@ -123,8 +123,9 @@ def main(argv=None):
         shapes = shapes[:4]
     for (N, T), tm in shapes:
         fn = gae_inputs(N, T, tm)
+        deadline = time.time() + args.budget_s / len(shapes)
         for cfg in candidates(N, T, tm):
-            if time.time() - t0 > args.budget_s:
+            if time.time() > deadline:
                 break
             with L.force_config(cfg):
                 us = device_time_us(fn)
