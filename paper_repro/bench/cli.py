@@ -1,0 +1,70 @@
+"""Command line: ``python -m paper_repro.bench SUITE [SUITE ...] [options]``."""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from paper_repro.bench.providers import PROVIDERS, unavailable
+from paper_repro.bench.results import default_out_dir
+from paper_repro.bench.suites import ALL, SUITES
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m paper_repro.bench",
+        description="Gate and time the estimators against the paper's baselines and peers.")
+    parser.add_argument("suites", nargs="*", help=f"suite names, or 'all': {', '.join(ALL)}")
+    parser.add_argument("--quick", action="store_true", help="a small subset of each suite")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output directory (default: data/<gpu-slug>/)")
+    parser.add_argument("--providers", nargs="+", default=None,
+                        help=f"restrict to these providers: {', '.join(PROVIDERS)}")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                        help="benchmark device (default: cuda when available)")
+    parser.add_argument("--list", action="store_true", help="list suites and providers, exit")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def _list():
+    for suite in SUITES.values():
+        print(f"{suite.name:12s} {len(suite.specs):4d} cases  {suite.description}")
+        print(f"{'':12s} providers: {', '.join(suite.providers)}")
+    print()
+    for name, provider in PROVIDERS.items():
+        reason = unavailable(name)
+        print(f"{name:20s} {provider.label:28s} {'available' if reason is None else reason}")
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser().parse_args(argv)
+    if args.list:
+        _list()
+        return 0
+    names = list(ALL) if "all" in args.suites else args.suites
+    unknown = [n for n in names if n not in SUITES]
+    if not names or unknown:
+        _parser().error(f"unknown or missing suite(s) {unknown}; choose from {', '.join(ALL)}")
+    if args.providers:
+        bad = [p for p in args.providers if p not in PROVIDERS]
+        if bad:
+            _parser().error(f"unknown providers {bad}; choose from {', '.join(PROVIDERS)}")
+    from paper_repro.bench.runner import Runner
+
+    out = args.out or default_out_dir()
+    command = "python -m paper_repro.bench " + " ".join(shlex.quote(a) for a in argv)
+    for name in names:
+        suite = SUITES[name]
+        providers = [p for p in (args.providers or suite.providers)]
+        start = time.perf_counter()
+        rows = Runner(suite, out, device=args.device, quick=args.quick, providers=providers,
+                      progress=not args.no_progress, command=command).run()
+        failed = sum(r["status"] in ("failed", "error") for r in rows if r["metric"] in
+                     ("max_abs_err", "gate", "timing"))
+        print(f"{name}: {len(rows)} rows -> {out / (name + '.csv')} "
+              f"({time.perf_counter() - start:.0f} s, {failed} failed/error)", flush=True)
+    return 0

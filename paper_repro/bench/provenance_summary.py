@@ -1,0 +1,42 @@
+"""Print which GPU, date and software versions the recorded measurements come from.
+
+``python -m paper_repro.bench.provenance_summary [DATA_DIR]`` reads every
+``data/*/provenance.json`` (except ``data/paper``) and prints one line per suite.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from paper_repro.paths import DATA
+
+
+def summaries(data_dir=DATA):
+    """(directory name, suite, provenance dict) for every recorded suite."""
+    found = []
+    for path in sorted(Path(data_dir).glob("*/provenance.json")):
+        suites = json.loads(path.read_text()).get("suites", {})
+        for suite, info in sorted(suites.items()):
+            found.append((path.parent.name, suite, info))
+    return found
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    data_dir = Path(argv[0]) if argv else DATA
+    found = summaries(data_dir)
+    if not found:
+        print(f"No recorded measurements under {data_dir} (run `make bench` on a CUDA GPU).")
+        return 0
+    print(f"Recorded measurements under {data_dir}:")
+    for directory, suite, info in found:
+        quick = " (quick subset)" if info.get("quick") else ""
+        print(f"  {directory}/{suite}{quick}: {info.get('gpu') or 'CPU'}, {info.get('date')}, "
+              f"torch {info.get('torch')}, triton {info.get('triton')}, CUDA {info.get('cuda')}, "
+              f"driver {info.get('driver')}, commit {str(info.get('commit'))[:10]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Shape suites mirroring the paper's tables and figures (PAPER.md 4.4, 4.6, 4.7, 5).
+
+Each :class:`Suite` lists its cases (algorithm, shape, variant, dtype, layout), the
+providers it times, the metrics it records and its repetition counts; ``quick`` selects a
+small subset for smoke runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from paper_repro.bench.inputs import ALGORITHMS, TRUNCATION_ALGORITHMS
+
+GRID = ((64, 512), (128, 1024), (256, 1024), (512, 2048), (512, 4096), (512, 128), (512, 512),
+        (4096, 128), (4096, 512), (4096, 2048), (16384, 128), (16384, 512))
+PRODUCTION = tuple((n, t) for t in (80, 128) for n in (4096, 8192, 16384, 32768, 38400)) + (
+    (16384, 16),)
+PUFFER_PRODUCTION = tuple((n, t) for t in (128, 512, 1024, 2048, 4096)
+                          for n in (128, 512, 2048, 8192))
+PUFFER_MASSIVE = tuple((n, t) for t in (8, 16, 32, 64, 128) for n in (4096, 8192, 16384, 32768))
+LONG = tuple((16, t) for t in (8192, 65536, 131072, 262144, 524288)) + ((64, 131072),
+                                                                         (4, 1048576))
+RETRACE_T = tuple((512, t) for t in (1024, 2048, 4096, 8192))
+ROOFLINE = ((4096, 128), (16384, 128), (32768, 32), (2048, 1024), (512, 4096), (8192, 4096),
+            (64, 131072), (4, 1048576))
+HEADLINE = (4096, 128)
+COMPILED = ("doubling-compiled", "assoc-scan-compiled")
+ROOFLINE_BANDWIDTH_GBPS = 4249.0  # H200 device-to-device copy, bytes read + written (GPU.md)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One case of a suite (inputs are built from it by :func:`inputs.make_case`)."""
+
+    algorithm: str
+    num_envs: int
+    seq_len: int
+    variant: str = "plain"
+    dtype: str = "fp32"
+    layout: str = "NT"
+    flags: str = "float"
+
+
+@dataclass
+class Suite:
+    """A named set of cases, providers, metrics and repetition counts."""
+
+    name: str
+    description: str
+    specs: tuple
+    providers: tuple
+    metrics: tuple = ("full_call", "device")
+    quick_specs: tuple = ()
+    trials: int = 5
+    n_iter: int | None = None  # None: the paper's rule, paper_n_iter(N, T)
+    derived: tuple = field(default=())  # "overhead", "roofline"
+
+    def cases(self, quick=False):
+        return self.quick_specs if quick and self.quick_specs else self.specs
+
+
+def _specs(shapes, algorithms=ALGORITHMS, variant="plain", **kw):
+    return tuple(Spec(a, n, t, variant, **kw) for (n, t) in shapes for a in algorithms)
+
+
+def _headline():
+    plain = _specs([HEADLINE])
+    trunc = _specs([HEADLINE], TRUNCATION_ALGORITHMS, "trunc")
+    quick = _specs([(256, 128)], ("gae", "vtrace")) + _specs([(256, 128)], ("gae",), "trunc")
+    return Suite("headline", "4096 x 128, all seven estimators, with and without truncations "
+                 "(paper Table 3)", plain + trunc,
+                 ("ours",) + COMPILED + ("loop-gpu", "numpy-cpu", "torchrl", "torchrl-loop",
+                                         "pufferlib", "rl-triton"),
+                 ("full_call", "device", "amortized", "launches"), quick)
+
+
+def _roofline_specs(shapes):
+    specs = []
+    for n, t in shapes:
+        for a in ALGORITHMS:
+            specs += [Spec(a, n, t), Spec(a, n, t, layout="TN"),
+                      Spec(a, n, t, dtype="bf16", flags="bool")]
+    return tuple(specs)
+
+
+SUITES = {s.name: s for s in [
+    _headline(),
+    Suite("grid", "the 12-shape main grid, all seven estimators, plain path (paper Tables 4, 6)",
+          _specs(GRID), ("ours", "doubling-compiled", "loop-gpu", "numpy-cpu", "rl-triton"),
+          quick_specs=_specs(((64, 512), (512, 128)), ("gae", "prefix_sum"))),
+    Suite("truncation", "the 12-shape grid with truncations and bootstrap values "
+          "(paper truncation tables)", _specs(GRID, TRUNCATION_ALGORITHMS, "trunc"),
+          ("ours", "doubling-compiled", "rl-triton"),
+          quick_specs=_specs(((64, 512),), ("gae", "discounted_returns"), "trunc")),
+    Suite("production", "production regime: T in {80, 128} x N up to 38400, plus (16384, 16)",
+          _specs(PRODUCTION), ("ours", "doubling-compiled", "rl-triton"),
+          ("full_call", "device", "amortized"),
+          quick_specs=_specs(((4096, 80), (16384, 16)), ("gae",))),
+    Suite("pufferlib", "GAE against PufferLib's CUDA kernel on 40 shapes (paper Fig. 3)",
+          _specs(PUFFER_PRODUCTION + PUFFER_MASSIVE, ("gae",)),
+          ("ours", "pufferlib", "rl-triton"), ("full_call", "device", "amortized"),
+          _specs(((128, 128), (4096, 8), (32768, 32)), ("gae",)), trials=11, n_iter=100),
+    Suite("long", "few long sequences: N=16 x T up to 524288, 64 x 131072, 4 x 1048576",
+          _specs(LONG), ("ours",) + COMPILED + ("rl-triton", "pufferlib", "torchrl"),
+          quick_specs=_specs(((16, 8192), (4, 65536)), ("gae", "prefix_sum"))),
+    Suite("retrace_t", "Retrace across T at N=512 (the paper's register cliff, claims R-*)",
+          _specs(RETRACE_T, ("retrace",)), ("ours",) + COMPILED + ("rl-triton",),
+          quick_specs=_specs(((64, 1024), (64, 4096)), ("retrace",))),
+    Suite("launch", "launch overhead: full call minus device time, GAE on the 12-shape grid "
+          "(paper Fig. 1)", _specs(GRID, ("gae",)), ("ours", "rl-triton") + COMPILED,
+          ("full_call", "device", "launches"), _specs(((64, 512), (4096, 128)), ("gae",)),
+          derived=("overhead",)),
+    Suite("roofline", "achieved fraction of copy bandwidth: every estimator, fp32 [N,T] and "
+          "[T,N], bf16 with bool flags", _roofline_specs(ROOFLINE), ("ours", "rl-triton"),
+          quick_specs=_roofline_specs(((4096, 128),))[:6], derived=("roofline",)),
+]}
+ALL = tuple(SUITES)

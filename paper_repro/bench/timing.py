@@ -1,0 +1,175 @@
+"""Timers of PAPER.md 4.1: full call, device time, amortized, and CPU wall-clock.
+
+* :func:`full_call_ms` -- each call bracketed by ``synchronize()``, CUDA start/stop events,
+  ``synchronize()``; the median per trial, and the minimum over trials is reported.
+* :func:`device_ms` -- device time per call from replaying a CUDA graph of ``reps`` calls
+  (no launch overhead); when capture fails, the sum of kernel times from
+  ``torch.profiler`` (the paper's method). Also returns the kernel launches per call.
+* :func:`amortized_ms` -- ``reps`` back-to-back calls inside one event pair, min over trials.
+* :func:`wall_ms` -- ``perf_counter`` per call (CPU providers, and every provider when no
+  CUDA device is present), repeated until ``min_seconds`` and ``min_calls`` are reached.
+
+Every timer first warms up at the exact shape. Repetition counts follow the paper
+(``n_iter = max(20, min(200, 20e6 // (N*T)))``) but are capped so a trial lasts at most
+about ``trial_seconds``.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class Timing:
+    """A timing result in milliseconds per call, with how it was obtained."""
+
+    ms: float
+    n_trials: int
+    n_iter: int
+    method: str
+    trials: list = field(default_factory=list)
+    launches: float | None = None
+
+
+def paper_n_iter(num_envs, seq_len):
+    """The paper's per-trial call count for ``[N, T]`` (PAPER.md 4.1)."""
+    return max(20, min(200, 20_000_000 // max(1, num_envs * seq_len)))
+
+
+def _sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _estimate_seconds(call, device, calls=3):
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(calls):
+        call()
+    _sync(device)
+    return (time.perf_counter() - start) / calls
+
+
+def _budgeted(n, seconds_per_call, budget, floor=3):
+    return int(max(floor, min(n, budget / max(seconds_per_call, 1e-9))))
+
+
+def full_call_ms(call, n_iter=100, trials=5, warmup=20, trial_seconds=0.5):
+    """Full-call GPU time: min over trials of the per-trial median of event-timed calls."""
+    per_call = _estimate_seconds(call, "cuda")
+    for _ in range(_budgeted(warmup, per_call, 2 * trial_seconds, floor=1)):
+        call()
+    n_iter = _budgeted(n_iter, per_call, trial_seconds)
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    medians = []
+    for _ in range(trials):
+        times = []
+        for _ in range(n_iter):
+            torch.cuda.synchronize()
+            start.record()
+            call()
+            stop.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(stop))
+        medians.append(statistics.median(times))
+    return Timing(min(medians), trials, n_iter, "cuda-events", medians)
+
+
+def amortized_ms(call, reps=100, trials=5, trial_seconds=0.5):
+    """``reps`` back-to-back calls in one event pair; min over trials, per call."""
+    reps = _budgeted(reps, _estimate_seconds(call, "cuda"), trial_seconds)
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    results = []
+    for _ in range(trials):
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(reps):
+            call()
+        stop.record()
+        torch.cuda.synchronize()
+        results.append(start.elapsed_time(stop) / reps)
+    return Timing(min(results), trials, reps, "cuda-events-amortized", results)
+
+
+def _graph_device_ms(call, reps, trials):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            call()
+    graph.replay()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    results = []
+    for _ in range(trials):
+        start.record()
+        graph.replay()
+        stop.record()
+        torch.cuda.synchronize()
+        results.append(start.elapsed_time(stop) / reps)
+    del graph
+    return Timing(min(results), trials, reps, "cuda-graph", results)
+
+
+def _kernel_events(prof):
+    """(total device microseconds, kernel count) of the profiled CUDA kernels."""
+    total, count = 0.0, 0
+    for event in prof.events():
+        if event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        name = event.name.lower()
+        if name.startswith(("memcpy", "memset")):
+            continue
+        total += getattr(event, "device_time", None) or getattr(event, "cuda_time", 0.0)
+        count += 1
+    return total, count
+
+
+def profile_kernels(call, reps=20, warmup=5):
+    """Device time per call (sum of kernel times) and kernel launches per call."""
+    for _ in range(warmup):
+        call()
+    torch.cuda.synchronize()
+    activities = [torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(reps):
+            call()
+        torch.cuda.synchronize()
+    total_us, count = _kernel_events(prof)
+    return Timing(total_us / reps / 1000.0, 1, reps, "profiler", [], count / reps)
+
+
+def device_ms(call, reps=20, trials=5, trial_seconds=0.5):
+    """Device-only time per call: CUDA-graph replay, else the profiler's kernel sum."""
+    reps = _budgeted(reps, _estimate_seconds(call, "cuda"), trial_seconds, floor=1)
+    try:
+        return _graph_device_ms(call, reps, trials)
+    except Exception:  # capture is refused by syncs, allocations or legacy-stream launches
+        torch.cuda.synchronize()
+        return profile_kernels(call, reps=reps)
+
+
+def wall_ms(call, device="cpu", warmup=3, min_seconds=0.5, min_calls=5, max_calls=1000):
+    """Wall-clock milliseconds per call with ``perf_counter`` (synchronising on CUDA)."""
+    for _ in range(warmup):
+        call()
+    _sync(device)
+    times = []
+    total = 0.0
+    while (total < min_seconds or len(times) < min_calls) and len(times) < max_calls:
+        start = time.perf_counter()
+        call()
+        _sync(device)
+        elapsed = time.perf_counter() - start
+        times.append(elapsed)
+        total += elapsed
+    return Timing(1000.0 * statistics.median(times), 1, len(times), "perf_counter",
+                  [1000.0 * t for t in times[:5]])
