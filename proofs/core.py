@@ -25,9 +25,15 @@ class Identity:
 
 
 def is_zero(expr) -> bool:
-    """Exact: polynomials expand to a unique normal form; anything else goes through simplify."""
+    """Exact: an expanded polynomial (rational coefficients) is in its unique normal form, so it
+    is zero iff it expands to 0; anything else (sums, min, exp) goes through simplify."""
     expanded = sp.expand(expr)
-    return expanded == 0 or sp.simplify(expanded) == 0
+    if expanded == 0:
+        return True
+    if expanded.is_polynomial(*expanded.free_symbols) and all(
+            c.is_Rational for c in sp.Poly(expanded, *expanded.free_symbols).coeffs()):
+        return False
+    return sp.simplify(expanded) == 0
 
 
 def all_zero(exprs: Iterable) -> bool:
