@@ -46,8 +46,9 @@ def evaluate(identity: Identity) -> tuple[bool, str]:
     return result is True, "" if result is True else f"returned {result!r}"
 
 
-def run(identities: Iterable[Identity], out=sys.stdout) -> int:
+def run(identities: Iterable[Identity], out=None) -> int:
     """Print PASS/FAIL per identity; return the number of failures."""
+    out = sys.stdout if out is None else out
     failures, start, count = 0, time.perf_counter(), 0
     for identity in identities:
         count += 1

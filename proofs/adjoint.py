@@ -74,9 +74,9 @@ def _chain(name: str):
 
 IDENTITIES = [
     Identity("adjoint.backward_scan", partial(_scan_adjoint, True),
-             "g = forward scan of u with beta_{t-1}; dalpha = g, dbeta = g A_{t+1}, dcarry, T <= 6"),
+             "g = forward scan of u, beta_{t-1}; dalpha = g, dbeta = g A_{t+1}, dcarry; T <= 6"),
     Identity("adjoint.forward_scan", partial(_scan_adjoint, False),
-             "g = backward scan of u with beta_{t+1}; dalpha = g, dbeta = g A_{t-1}, dseed, T <= 6"),
+             "g = backward scan of u, beta_{t+1}; dalpha = g, dbeta = g A_{t-1}, dseed; T <= 6"),
     *(Identity(f"adjoint.chain[{name}]", partial(_chain, name),
                "input gradients = the scan adjoint chained through the coefficients, T <= 3")
       for name in ("gae", "lambda_returns", "eligibility_traces")),

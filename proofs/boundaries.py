@@ -7,8 +7,15 @@ from functools import partial
 
 import sympy as sp
 
-from proofs import discounted_returns, eligibility_traces, gae, lambda_returns, prefix_sum, retrace
-from proofs import vtrace
+from proofs import (
+    discounted_returns,
+    eligibility_traces,
+    gae,
+    lambda_returns,
+    prefix_sum,
+    retrace,
+    vtrace,
+)
 from proofs.core import (
     LENGTHS,
     Identity,
@@ -20,7 +27,6 @@ from proofs.core import (
     matches_on_patterns,
     rationals,
     terminated_truncated,
-    window,
 )
 
 
@@ -174,7 +180,8 @@ def _forward_seed(name: str):
     for T in LENGTHS:
         if name == "eligibility":
             data = eligibility_traces.window_data(T)
-            outs, seed, first = eligibility_traces.traces(data), eligibility_traces.SEED, data["g"][0]
+            outs, seed = eligibility_traces.traces(data), eligibility_traces.SEED
+            first = data["g"][0]
             weight = [(gamma * lam) ** (s + 1) * sp.Mul(*[1 - data["d"][j] for j in range(s)])
                       for s in range(T)]
             at_zero = [first + gamma * lam * seed] * 2
@@ -297,6 +304,6 @@ IDENTITIES = [
     Identity("boundary.prefix_conventions", _prefix_conventions,
              "starts_at and ends_at are the same scan with flags shifted by one step"),
     Identity("boundary.retrace_advantage_quirks", _retrace_advantage_quirks,
-             "paper's Retrace advantage: no bootstrap at T-1; reads the next episode at a truncation"),
+             "paper's Retrace advantage: no bootstrap at T-1, next episode read at a truncation"),
     Identity("boundary.gae_lambda_zero", _gae_lambda_zero, "lambda = 0: A_t = delta_t"),
 ]

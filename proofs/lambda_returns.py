@@ -56,9 +56,10 @@ def returns(data: dict):
 
 
 def definition(data: dict):
-    """Textbook: G^lambda_t = (1-lambda) sum_{m=1}^{N-1} lambda^(m-1) G^(m)_t + lambda^(N-1) G^(N)_t,
-    N the steps left in t's episode; G^(m) bootstraps from n_{t+m-1} = V(s_{t+m}), the full
-    return G^(N) from 0 (terminated) or the supplied continuation b (truncation or window)."""
+    """Textbook: G^lambda_t = (1-lambda) sum_{m=1}^{N-1} lambda^(m-1) G^(m)_t
+    + lambda^(N-1) G^(N)_t, N the steps left in t's episode; G^(m) bootstraps from
+    n_{t+m-1} = V(s_{t+m}), the full return G^(N) from 0 (terminated) or the supplied
+    continuation b (truncation or window)."""
     r_, n_, b_, tau_, kappa_ = (data[name] for name in ("r", "n", "b", "tau", "kappa"))
     T = len(r_)
     done = [tau_[s] or kappa_[s] for s in range(T)]
@@ -90,15 +91,19 @@ def _n_step_recursion():
     m, X, r_f = sp.Symbol("m", integer=True), sp.Symbol("X"), sp.Function("r")
 
     def g(start, length):
-        return sp.Sum(gamma ** (k - start) * r_f(k), (k, start, start + length - 1)) + gamma ** length * X
+        rewards = sp.Sum(gamma ** (k - start) * r_f(k), (k, start, start + length - 1))
+        return rewards + gamma ** length * X
 
     ok, head, rest = peel_first(gamma ** (k - t) * r_f(k), t, t + m - 1)
-    return ok and sp.simplify(head + rest + gamma ** m * X - (r_f(t) + gamma * g(t + 1, m - 1))) == 0
+    one_step_on = r_f(t) + gamma * g(t + 1, m - 1)
+    return ok and sp.simplify(head + rest + gamma ** m * X - one_step_on) == 0
 
 
 def _induction_step():
-    """With N >= 2 steps left, G^lambda_t = r_t + gamma (1-lambda) n_t + gamma lambda G^lambda_{t+1},
-    from G^(1)_t = r_t + gamma n_t and G^(m)_t = r_t + gamma G^(m-1)_{t+1} (H(m) = G^(m)_{t+1})."""
+    """With N >= 2 steps left,
+    G^lambda_t = r_t + gamma (1-lambda) n_t + gamma lambda G^lambda_{t+1},
+    from G^(1)_t = r_t + gamma n_t and G^(m)_t = r_t + gamma G^(m-1)_{t+1}
+    (H(m) = G^(m)_{t+1})."""
     rt, nt = sp.symbols("r_t n_t")
     ok, head, rest = peel_first(lam ** (k - 1) * (rt + gamma * H(k - 1)), 1, steps - 1)
     # a 0-step return is the value itself: G^(0)_{t+1} = V(s_{t+1}) = n_t
@@ -108,16 +113,17 @@ def _induction_step():
     ok_split = sp.simplify(rest - r_part - gamma * h_part) == 0
     lhs = ((1 - lam) * (head + r_part.doit() + gamma * h_part.change_index(k, k - 1, k))
            + lam ** (steps - 1) * (rt + gamma * H(steps - 1)))
-    successor = (1 - lam) * sp.Sum(lam ** (k - 1) * H(k), (k, 1, steps - 2)) + lam ** (steps - 2) * H(
-        steps - 1)
+    successor = ((1 - lam) * sp.Sum(lam ** (k - 1) * H(k), (k, 1, steps - 2))
+                 + lam ** (steps - 2) * H(steps - 1))
     inside = {tau[t]: 0, kappa[t]: 0, r[t]: rt, n[t]: nt}
     rhs = ALPHA.subs(inside) + BETA.subs(inside) * successor
     return ok and ok_split and sp.simplify(lhs - rhs) == 0
 
 
 def _induction_base(flags: dict, full_return, window_end: bool = False):
-    """One step left: G^lambda_t = G^(1)_t = r_t + gamma (continuation), which is alpha_t + beta_t G_T
-    (beta_t = 0 at a boundary; at the window end with n_{T-1} = G_T = b_{T-1})."""
+    """One step left: G^lambda_t = G^(1)_t = r_t + gamma (continuation), which is
+    alpha_t + beta_t G_T (beta_t = 0 at a boundary; at the window end with
+    n_{T-1} = G_T = b_{T-1})."""
     value = ALPHA.subs(flags) + BETA.subs(flags) * (b[t] if window_end else sp.Symbol("G_next"))
     if window_end:
         value = value.subs(n[t], b[t])
@@ -148,8 +154,8 @@ def _lambda_limits():
     a, be, cy = coefficients(T, data)
     da, db, dc = disc.coefficients(T, {x: data[x] for x in ("r", "b", "tau", "kappa")})
     one = all_equal([x.subs(lam, 1) for x in a + be], da + db) and is_zero(cy - dc)
-    td0 = [instantiate(r[t] + gamma * (1 - tau[t]) * (1 - kappa[t]) * n[t] + gamma * kappa[t] * b[t],
-                       s, data) for s in range(T)]
+    one_step = r[t] + gamma * (1 - tau[t]) * (1 - kappa[t]) * n[t] + gamma * kappa[t] * b[t]
+    td0 = [instantiate(one_step, s, data) for s in range(T)]
     zero = all_equal([x.subs(lam, 0) for x in returns(data)], td0)
     return one and zero
 
@@ -157,7 +163,6 @@ def _lambda_limits():
 def _spec_examples():
     """SPEC.md 1.4 worked examples, exactly."""
     def run(rw, nv, term, trunc, boot, g, lmb):
-        T = len(rw)
         data = {"r": dict(enumerate(rationals(rw))), "n": dict(enumerate(rationals(nv))),
                 "b": dict(enumerate(rationals(boot))), "tau": dict(enumerate(term)),
                 "kappa": dict(enumerate(trunc))}

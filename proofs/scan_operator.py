@@ -28,7 +28,8 @@ x = sp.Symbol("x")
 
 
 def combine(p, q):
-    """P is applied first (nearer the carry), Q after it: (alpha_Q + beta_Q*alpha_P, beta_P*beta_Q)."""
+    """P is applied first (nearer the carry), Q after it:
+    (alpha_Q + beta_Q alpha_P, beta_P beta_Q)."""
     return (q[0] + q[1] * p[0], p[1] * q[1])
 
 
@@ -138,8 +139,9 @@ def _inclusive_scan(reverse: bool):
 def _chunked(engine, reverse: bool):
     for T in LENGTHS:
         elems, want = elements(T), sequential(elements(T), x, reverse)
-        if not all(all_equal(engine(elems, x, chunks, reverse), want) for chunks in compositions(T)):
-            return False
+        for chunks in compositions(T):
+            if not all_equal(engine(elems, x, chunks, reverse), want):
+                return False
     return True
 
 

@@ -1,0 +1,108 @@
+"""Every identity of proofs/ as its own test, and evidence that the harness can fail: broken
+coefficients (patched into paper_repro.coefficients or into a symbolic derivation) must make the
+identities that cover them report failure."""
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+
+import proofs
+from proofs import code_coefficients, evaluate, gae, run
+from proofs.__main__ import main
+from proofs.core import Identity, gamma, t
+
+IDENTITIES = proofs.all_identities()
+
+
+@pytest.mark.parametrize("identity", IDENTITIES, ids=[x.name for x in IDENTITIES])
+def test_identity(identity):
+    passed, reason = evaluate(identity)
+    assert passed, f"{identity.name}: {reason}"
+
+
+def test_identity_names_are_unique():
+    names = [x.name for x in IDENTITIES]
+    assert len(names) == len(set(names))
+
+
+def _ignore_lambda(original):
+    def broken(rewards, values, terminateds, truncateds=None, gamma=0.99, lambda_=0.95, **kw):
+        return original(rewards, values, terminateds, truncateds, gamma, 1.0, **kw)
+    return broken
+
+
+def _next_step_c(original):
+    def broken(*args, **kwargs):
+        c = original(*args, **kwargs)
+        return c._replace(beta=torch.roll(c.beta, -1, dims=1))
+    return broken
+
+
+def _undecayed_seed(original):
+    def broken(*args, **kwargs):
+        c = original(*args, **kwargs)
+        beta = c.beta.clone()
+        beta[:, 0] = 1.0
+        return c._replace(beta=beta)
+    return broken
+
+
+def _swapped_boundary(original):
+    def broken(inputs, dones, seed_values=None, boundary="ends_at"):
+        other = "starts_at" if boundary == "ends_at" else "ends_at"
+        return original(inputs, dones, seed_values, boundary=other)
+    return broken
+
+
+def _tiny_drift(original):
+    def broken(*args, **kwargs):
+        c = original(*args, **kwargs)
+        return c._replace(alpha=c.alpha * (1 + 1e-9))
+    return broken
+
+
+@pytest.mark.parametrize("function, breakage, prefix", [
+    pytest.param("gae_coefficients", _ignore_lambda, "code.gae[", id="gae-beta-without-lambda"),
+    pytest.param("vtrace_coefficients", _next_step_c, "code.vtrace[", id="vtrace-c-next-step"),
+    pytest.param("retrace_coefficients", _tiny_drift, "code.retrace[", id="retrace-1e-9-drift"),
+    pytest.param("eligibility_traces_coefficients", _undecayed_seed,
+                 "code.eligibility_traces[seed]", id="eligibility-seed-not-decayed"),
+    pytest.param("prefix_sum_coefficients", _swapped_boundary, "code.prefix_sum[",
+                 id="prefix-sum-conventions-swapped"),
+])
+def test_broken_coefficient_is_reported(monkeypatch, function, breakage, prefix):
+    package = code_coefficients.package()
+    monkeypatch.setattr(package, function, breakage(getattr(package, function)))
+    covering = [x for x in code_coefficients.IDENTITIES if x.name.startswith(prefix)]
+    assert covering
+    for identity in covering:
+        assert evaluate(identity)[0] is False, f"{identity.name} missed a broken {function}"
+    # the others still hold, so the failure is attributable
+    others = [x for x in code_coefficients.IDENTITIES if not x.name.startswith(prefix)]
+    assert all(evaluate(x)[0] for x in others[:3])
+
+
+def test_broken_derivation_is_reported(monkeypatch):
+    """beta_t without lambda cannot be the discounted sum of TD errors."""
+    monkeypatch.setattr(gae, "BETA", gamma * (1 - gae.tau[t]) * (1 - gae.kappa[t]))
+    broken = [x for x in gae.IDENTITIES if x.name in ("gae.definition[T=3]", "gae.induction.step")]
+    assert len(broken) == 2 and not any(evaluate(x)[0] for x in broken)
+
+
+def test_runner_reports_failures_and_crashes():
+    out = io.StringIO()
+    failures = run([Identity("holds", lambda: True), Identity("false", lambda: False),
+                    Identity("crashes", lambda: 1 / 0), Identity("truthy", lambda: 1)], out)
+    lines = out.getvalue().splitlines()
+    assert failures == 3
+    assert lines[0] == "PASS holds"
+    assert lines[1].startswith("FAIL false") and lines[2].startswith("FAIL crashes")
+    assert "ZeroDivisionError" in lines[2] and lines[3].startswith("FAIL truthy")
+
+
+def test_main_exit_status(capsys):
+    assert main(["scan.associative"]) == 0
+    assert main(["no identity has this name"]) == 1
+    assert "PASS scan.associative" in capsys.readouterr().out
