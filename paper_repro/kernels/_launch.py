@@ -272,3 +272,26 @@ def scalar_args(**values) -> dict:
 def pointer_args(dummy: torch.Tensor, **tensors) -> dict:
     """Kernel pointers; an absent optional tensor becomes a never-read placeholder."""
     return {name: dummy if t is None else t for name, t in tensors.items()}
+
+
+class Output:
+    """An output laid out like the input ``like`` (``empty_like``, as the fake kernels promise),
+    with the ``[B, T]`` view the kernels write; layouts without such a view go through rows."""
+
+    def __init__(self, like: torch.Tensor, axis: int, dtype, rows: Rows):
+        self.tensor = torch.empty_like(like, dtype=dtype)
+        view = to_rows(self.tensor, axis)
+        self._is_view = view.untyped_storage().data_ptr() == \
+            self.tensor.untyped_storage().data_ptr()
+        self.rows = view if self._is_view else rows.empty(dtype, like.device)
+        self._like, self._axis = like, axis
+
+    def set(self, value: torch.Tensor) -> torch.Tensor:
+        """Store a ``[B, T]`` result computed elsewhere (the torch path)."""
+        self.rows.copy_(value)
+        return self.result()
+
+    def result(self) -> torch.Tensor:
+        if not self._is_view:
+            self.tensor.copy_(from_rows(self.rows, self._like, self._axis))
+        return self.tensor

@@ -150,15 +150,15 @@ def launch(kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, devic
     kernel[grid](agg_ptr=agg, PHASE=2, **meta, **args)
 
 
-def scan_rows(alpha, beta, initial, reverse: bool, out_dtype) -> torch.Tensor:
-    """Scan ``[B, T]`` coefficient tensors (any strides) with an optional ``[B]`` boundary."""
+def scan_rows(alpha, beta, initial, reverse: bool, out: torch.Tensor) -> torch.Tensor:
+    """Scan ``[B, T]`` coefficients (any strides) with an optional ``[B]`` boundary into the
+    ``[B, T]`` tensor ``out``."""
     B, T = alpha.shape
-    acc = L.acc_dtype(out_dtype)
+    acc = L.acc_dtype(out.dtype)
     if not L.use_triton(alpha):
         carry = alpha.new_zeros(B, dtype=acc) if initial is None else initial.to(acc)
-        return torch_affine_scan(alpha.to(acc), beta.to(acc), carry, reverse).to(out_dtype)
+        return out.copy_(torch_affine_scan(alpha.to(acc), beta.to(acc), carry, reverse))
     (alpha, beta), stride = L.common_strides([alpha, beta])
-    out = L.empty_rows(B, T, out_dtype, alpha.device, L.is_time_major(stride))
     config = L.config_for(B, T, stride, alpha.device)
     launch(affine_scan_kernel, config, B, T, acc, alpha.device,
            alpha_ptr=alpha, beta_ptr=beta, init_ptr=alpha if initial is None else initial,
@@ -196,6 +196,7 @@ def affine_scan(alpha, beta, *, reverse=True, initial=None, time_dim=-1):
     out_dtype = L.result_dtype(alpha, beta, initial)
     if alpha.numel() == 0:
         return torch.empty_like(alpha, dtype=out_dtype)
-    a, b = L.to_rows(alpha, axis), L.to_rows(beta, axis)
-    out = scan_rows(a, b, L.vector_rows(initial, a.shape[0]), reverse, out_dtype)
-    return L.from_rows(out, alpha, axis)
+    rows = L.rows_of(axis, a=alpha, b=beta)
+    out = L.Output(alpha, axis, out_dtype, rows)
+    scan_rows(rows["a"], rows["b"], L.vector_rows(initial, rows.B), reverse, out.rows)
+    return out.result()

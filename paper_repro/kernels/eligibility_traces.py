@@ -72,21 +72,21 @@ def decayed_sum(name, x, dones, decay, seed_values, previous_done, time_dim, val
         L.check_binary("dones", dones)
     rows = L.rows_of(axis, x=x, d=dones)
     seed = L.vector_rows(seed_values, rows.B)
+    output = L.Output(x, axis, out_dtype, rows)
     if L.use_triton(x):
-        out = rows.empty(out_dtype, x.device)
+        out = output.rows
         config = L.config_for(rows.B, rows.T, rows.stride, out.device)
         launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out_dtype), x.device,
                out_ptr=out, **L.pointer_args(out, x_ptr=rows["x"], done_ptr=rows["d"],
                                               seed_ptr=seed),
                **L.layout_args(rows, out), **L.scalar_args(decay=decay),
                PREVIOUS_DONE=previous_done, HAS_SEED=seed is not None)
+        return output.result()
+    if previous_done:
+        coef = C.eligibility_traces_coefficients(rows["x"], rows["d"], decay, 1.0, seed)
     else:
-        if previous_done:
-            coef = C.eligibility_traces_coefficients(rows["x"], rows["d"], decay, 1.0, seed)
-        else:
-            coef = C.prefix_sum_coefficients(rows["x"], rows["d"], seed, "starts_at")
-        out = torch_affine_scan(coef.alpha, coef.beta, coef.carry, False).to(out_dtype)
-    return L.from_rows(out, x, axis)
+        coef = C.prefix_sum_coefficients(rows["x"], rows["d"], seed, "starts_at")
+    return output.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, False))
 
 
 def compute_eligibility_traces(gradients, dones, gamma, lambda_, seed_values=None, *,

@@ -135,23 +135,21 @@ def compute_gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambd
     rows = L.rows_of(axis, r=rewards, v=values, term=terminateds, trunc=truncateds,
                      boot=bootstrap_values)
     last = L.vector_rows(last_value, rows.B)
-    if L.use_triton(rewards):
-        out = _gae_triton(rows, last, gamma, lambda_, out_dtype)
-    else:
+    out = L.Output(rewards, axis, out_dtype, rows)
+    if not L.use_triton(rewards):
         coef = C.gae_coefficients(rows["r"], rows["v"], rows["term"], rows["trunc"], gamma,
                                   lambda_, rows["boot"], last)
-        out = torch_affine_scan(coef.alpha, coef.beta, coef.carry, True).to(out_dtype)
-    return L.from_rows(out, rewards, axis)
+        return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
+    _gae_triton(rows, last, gamma, lambda_, out.rows)
+    return out.result()
 
 
-def _gae_triton(rows: L.Rows, last, gamma, lambda_, out_dtype):
-    out = rows.empty(out_dtype, rows["r"].device)
+def _gae_triton(rows: L.Rows, last, gamma, lambda_, out):
     config = L.config_for(rows.B, rows.T, rows.stride, out.device)
-    launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out_dtype), out.device,
+    launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out.dtype), out.device,
            out_ptr=out, **L.pointer_args(out, r_ptr=rows["r"], v_ptr=rows["v"],
                                           term_ptr=rows["term"], trunc_ptr=rows["trunc"],
                                           boot_ptr=rows["boot"], last_ptr=last),
            **L.layout_args(rows, out), **L.scalar_args(gamma=gamma, lam=lambda_),
            HAS_TRUNC=rows["trunc"] is not None, HAS_BOOT=rows["boot"] is not None,
            HAS_LAST=last is not None)
-    return out

@@ -87,8 +87,9 @@ def returns(rewards, next_values, terminateds, truncateds, gamma, lambda_, boots
     check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
     rows = L.rows_of(axis, r=rewards, n=next_values, term=terminateds, trunc=truncateds,
                      boot=bootstrap_values)
+    output = L.Output(rewards, axis, out_dtype, rows)
     if L.use_triton(rewards):
-        out = rows.empty(out_dtype, rewards.device)
+        out = output.rows
         config = L.config_for(rows.B, rows.T, rows.stride, out.device)
         launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out_dtype), out.device,
                out_ptr=out, **L.pointer_args(out, r_ptr=rows["r"], next_ptr=rows["n"],
@@ -97,15 +98,14 @@ def returns(rewards, next_values, terminateds, truncateds, gamma, lambda_, boots
                **L.layout_args(rows, out), **L.scalar_args(gamma=gamma, lam=lambda_),
                HAS_NEXT=next_values is not None, HAS_TRUNC=truncateds is not None,
                HAS_BOOT=bootstrap_values is not None)
+        return output.result()
+    if next_values is None:
+        coef = C.discounted_returns_coefficients(rows["r"], rows["term"], rows["trunc"], gamma,
+                                                 rows["boot"])
     else:
-        if next_values is None:
-            coef = C.discounted_returns_coefficients(rows["r"], rows["term"], rows["trunc"],
-                                                     gamma, rows["boot"])
-        else:
-            coef = C.lambda_returns_coefficients(rows["r"], rows["n"], rows["term"],
-                                                 rows["trunc"], gamma, lambda_, rows["boot"])
-        out = torch_affine_scan(coef.alpha, coef.beta, coef.carry, True).to(out_dtype)
-    return L.from_rows(out, rewards, axis)
+        coef = C.lambda_returns_coefficients(rows["r"], rows["n"], rows["term"], rows["trunc"],
+                                             gamma, lambda_, rows["boot"])
+    return output.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
 
 
 def compute_lambda_returns(rewards, next_values, terminateds, truncateds=None, gamma=0.99,

@@ -171,9 +171,9 @@ def compute_retrace(action_probs_target, action_probs_behavior, q_values, next_q
     present, stride3 = L.common_strides([x for x in three if x is not None])
     pi, nq = present[0], present[1]
     npi = present[2] if next_action_probs_target is not None else None
+    q_out, adv_out = (L.Output(rewards, axis, out_dtype, rows) for _ in range(2))
     if L.use_triton(rewards):
-        q_ret = rows.empty(out_dtype, rewards.device)
-        adv = rows.empty(out_dtype, rewards.device)
+        q_ret, adv = q_out.rows, adv_out.rows
         config = L.config_for(rows.B, rows.T, rows.stride, q_ret.device, wide=True)
         launch(retrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out_dtype), q_ret.device,
                out_ptr=q_ret, adv_ptr=adv, A=num_actions,
@@ -184,12 +184,12 @@ def compute_retrace(action_probs_target, action_probs_behavior, q_values, next_q
                stride3_b=stride3[0], stride3_t=stride3[1], stride3_a=stride3[2],
                **L.scalar_args(gamma=gamma, lam=lambda_, c_bar=c_bar, rho_bar=rho_bar),
                HAS_NEXT_PI=npi is not None, HAS_TRUNC=truncateds is not None)
-    else:
-        q_ret, adv = _retrace_torch(rows, pi, nq, npi, gamma, lambda_, c_bar, rho_bar, out_dtype)
-    return L.from_rows(q_ret, rewards, axis), L.from_rows(adv, rewards, axis)
+        return q_out.result(), adv_out.result()
+    q_ret, adv = _retrace_torch(rows, pi, nq, npi, gamma, lambda_, c_bar, rho_bar)
+    return q_out.set(q_ret), adv_out.set(adv)
 
 
-def _retrace_torch(rows, pi, nq, npi, gamma, lambda_, c_bar, rho_bar, out_dtype):
+def _retrace_torch(rows, pi, nq, npi, gamma, lambda_, c_bar, rho_bar):
     coef = C.retrace_coefficients(pi, rows["mu"], rows["q"], nq, rows["act"], rows["r"],
                                   rows["term"], rows["trunc"], gamma, lambda_, c_bar, rho_bar,
                                   npi)
@@ -199,4 +199,4 @@ def _retrace_torch(rows, pi, nq, npi, gamma, lambda_, c_bar, rho_bar, out_dtype)
     q_ret_next = torch.cat([q_ret[:, 1:], torch.zeros_like(q_ret[:, :1])], dim=1)
     rho = torch.clamp(C.retrace_ratio(pi, rows["mu"], rows["act"], acc), max=rho_bar)
     adv = rho * (r + gamma * (1 - term) * q_ret_next - q)
-    return q_ret.to(out_dtype), adv.to(out_dtype)
+    return q_ret, adv

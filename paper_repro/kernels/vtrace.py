@@ -139,8 +139,9 @@ def compute_vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds,
     rows = L.rows_of(axis, lpt=log_pi_target, lpb=log_pi_behavior, v=values, r=rewards,
                      term=terminateds, trunc=truncateds, boot=bootstrap_values)
     last = L.vector_rows(last_value, rows.B)
+    vs_out, adv_out = (L.Output(rewards, axis, out_dtype, rows) for _ in range(2))
     if L.use_triton(rewards):
-        vs, adv = rows.empty(out_dtype, rewards.device), rows.empty(out_dtype, rewards.device)
+        vs, adv = vs_out.rows, adv_out.rows
         config = L.config_for(rows.B, rows.T, rows.stride, vs.device, wide=True)
         launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out_dtype), vs.device,
                out_ptr=vs, adv_ptr=adv,
@@ -151,12 +152,12 @@ def compute_vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds,
                **L.scalar_args(gamma=gamma, rho_bar=rho_bar, c_bar=c_bar),
                HAS_TRUNC=truncateds is not None, HAS_BOOT=bootstrap_values is not None,
                HAS_LAST=last is not None)
-    else:
-        vs, adv = _vtrace_torch(rows, last, gamma, rho_bar, c_bar, out_dtype)
-    return L.from_rows(vs, rewards, axis), L.from_rows(adv, rewards, axis)
+        return vs_out.result(), adv_out.result()
+    vs, adv = _vtrace_torch(rows, last, gamma, rho_bar, c_bar)
+    return vs_out.set(vs), adv_out.set(adv)
 
 
-def _vtrace_torch(rows, last, gamma, rho_bar, c_bar, out_dtype):
+def _vtrace_torch(rows, last, gamma, rho_bar, c_bar):
     coef = C.vtrace_coefficients(rows["lpt"], rows["lpb"], rows["v"], rows["r"], rows["term"],
                                  rows["trunc"], gamma, rho_bar, c_bar, rows["boot"], last)
     acc = coef.alpha.dtype
@@ -169,4 +170,4 @@ def _vtrace_torch(rows, last, gamma, rho_bar, c_bar, out_dtype):
     rho, _ = C.vtrace_ratios(rows["lpt"], rows["lpb"], rho_bar, c_bar, acc)
     next_target = C.window_next(vs, trunc, boot, window)
     adv = rho * (r + gamma * (1 - term) * next_target - v)
-    return vs.to(out_dtype), adv.to(out_dtype)
+    return vs, adv
