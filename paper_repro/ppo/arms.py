@@ -16,7 +16,7 @@ from paper_repro.ppo.update import GaeFn
 ARMS = ("ours", "doubling", "assoc_scan", "loop", "loop_compiled")
 CPU_ARMS = ("ours", "loop")
 # an unrolled T-step loop compiles in time that grows with T; beyond this it is left out
-LOOP_COMPILED_MAX_T = 512
+LOOP_COMPILED_MAX_T = 128
 
 
 def ours(rewards, values, terminateds, gamma, lambda_):

@@ -7,6 +7,9 @@ allocator, thermals) is shared by all arms instead of landing on one of them.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -71,7 +74,9 @@ def run_config(cfg: PPOConfig, arms: dict[str, GaeFn], device: torch.device | st
     """Gate, warm up and measure every arm at `cfg`; arms failing the gate are not timed.
 
     The gate runs on the initial values (all networks are identical then). On a GPU,
-    every update is followed by `synchronize()` and `empty_cache()`.
+    every update is followed by `synchronize()` and `empty_cache()`. Every update is also
+    followed by a garbage collection over a frozen heap, so the Python garbage of one arm
+    (the loop makes thousands of tensors) is not collected inside another arm's stages.
     """
     if BASE_ARM not in arms:
         raise ValueError(f"arms must include {BASE_ARM!r}")
@@ -89,28 +94,38 @@ def run_config(cfg: PPOConfig, arms: dict[str, GaeFn], device: torch.device | st
     timed = [g["arm"] for g in result.gate if g["correct"]]
 
     timer = StageTimer(device)
-    for it in range(cfg.warmup + cfg.iters):
-        for pos, name in enumerate(rotated(timed, it)):
-            net, opt, gen = learners[name]
-            timer.reset()
-            ppo_update(net, opt, rollout, arms[name], cfg, timer, gen)
-            ms = timer.read()
-            if cuda:
-                torch.cuda.synchronize()
-                torch.cuda.empty_cache()
-            if it < cfg.warmup:
-                continue
-            stages = {s: ms.get(s, 0.0) for s in STAGES}
-            stages["total"] = ms["total"]
-            stages["resid"] = ms["total"] - sum(ms.get(s, 0.0) for s in STAGES)
-            for stage, value in stages.items():
-                result.rows.append(
-                    {
-                        "arm": name,
-                        "iteration": it - cfg.warmup,
-                        "order": pos,
-                        "stage": stage,
-                        "ms": value,
-                    }
-                )
+    with frozen_heap():
+        for it in range(cfg.warmup + cfg.iters):
+            for pos, name in enumerate(rotated(timed, it)):
+                net, opt, gen = learners[name]
+                timer.reset()
+                ppo_update(net, opt, rollout, arms[name], cfg, timer, gen)
+                ms = timer.read()
+                if cuda:
+                    torch.cuda.synchronize()
+                    torch.cuda.empty_cache()
+                gc.collect()
+                if it >= cfg.warmup:
+                    result.rows += _stage_rows(ms, name, it - cfg.warmup, pos)
     return result
+
+
+@contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Collect once, then freeze the long-lived heap so later collections see young objects only."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _stage_rows(ms: dict[str, float], arm: str, iteration: int, order: int) -> list[dict]:
+    stages = {s: ms.get(s, 0.0) for s in STAGES}
+    stages["resid"] = ms["total"] - sum(stages.values())
+    stages["total"] = ms["total"]
+    return [
+        {"arm": arm, "iteration": iteration, "order": order, "stage": s, "ms": v}
+        for s, v in stages.items()
+    ]
