@@ -63,6 +63,7 @@ def _cmd(*args: str) -> str:
 def provenance(device: torch.device | str, warmup_iters: dict[str, tuple[int, int]]) -> dict:
     """GPU, driver, CUDA, library versions, git commit, date and command of this run."""
     cuda = torch.device(device).type == "cuda"
+    status = _cmd("git", "status", "--porcelain", "--untracked-files=no")
     try:
         import triton
 
@@ -85,8 +86,7 @@ def provenance(device: torch.device | str, warmup_iters: dict[str, tuple[int, in
         "tf32_matmul": torch.get_float32_matmul_precision(),
         # a copy without .git (a remote GPU machine) takes the commit from the environment
         "git_commit": os.environ.get("PAPER_REPRO_GIT_COMMIT") or _cmd("git", "rev-parse", "HEAD"),
-        "git_dirty": _cmd("git", "status", "--porcelain", "--untracked-files=no")
-        not in ("", "unknown"),
+        "git_dirty": "unknown" if status == "unknown" else bool(status),
         "warmup_iters": warmup_iters,
     }
 
