@@ -34,25 +34,27 @@ def _retrace_targets(data):
     return retrace.targets_and_advantages(data)[:len(data["r"])]
 
 
-# name: (window data, outputs, what a flagged step itself must ignore, its one-step bootstrap)
+# name: (module, window data, outputs, what a flagged step itself must ignore,
+#        (its one-step bootstrap, that bootstrap's weight))
 BACKWARD = {
-    "gae": (gae.window_data, gae.advantages,
+    "gae": (gae, gae.window_data, gae.advantages,
             {"terminated": ("b",), "truncated": ()}, ("b", lambda d, m: gamma)),
-    "vtrace": (vtrace.window_data, vtrace.targets_and_advantages,
+    "vtrace": (vtrace, vtrace.window_data, vtrace.targets_and_advantages,
                {"terminated": ("b",), "truncated": ()}, ("b", lambda d, m: gamma * d["rho"][m])),
-    "retrace": (retrace.window_data, _retrace_targets,
+    "retrace": (retrace, retrace.window_data, _retrace_targets,
                 {"terminated": ("E",), "truncated": ()}, ("E", lambda d, m: gamma)),
-    "lambda_returns": (partial(lambda_returns.window_data, caller_gives_both=False),
+    "lambda_returns": (lambda_returns, partial(lambda_returns.window_data, caller_gives_both=False),
                        lambda_returns.returns, {"terminated": ("b", "n"), "truncated": ("n",)},
                        ("b", lambda d, m: gamma)),
-    "discounted_returns": (discounted_returns.window_data, discounted_returns.returns,
-                           {"terminated": ("b",), "truncated": ()}, ("b", lambda d, m: gamma)),
+    "discounted_returns": (discounted_returns, discounted_returns.window_data,
+                           discounted_returns.returns, {"terminated": ("b",), "truncated": ()},
+                           ("b", lambda d, m: gamma)),
 }
 FLAGS = {"terminated": (1, 0), "truncated": (0, 1)}
 
 
 def flagged_window(name: str, T: int, m: int, kind: str) -> dict:
-    data = BACKWARD[name][0](T)
+    data = BACKWARD[name][1](T)
     data["tau"][m], data["kappa"][m] = FLAGS[kind]
     return data
 
@@ -67,7 +69,7 @@ def symbols_after(data: dict, m: int, T: int) -> set:
 def _cut(name: str, kind: str):
     """A flag at m makes every output at t <= m independent of all data after m (derivative 0),
     and of what step m itself must ignore (a terminated step's supplied bootstrap)."""
-    _, outputs, ignored, _ = BACKWARD[name]
+    _, _, outputs, ignored, _ = BACKWARD[name]
     for T in LENGTHS:
         for m in range(T):
             data = flagged_window(name, T, m, kind)
@@ -81,22 +83,17 @@ def _cut(name: str, kind: str):
 def _bootstrap_once(name: str):
     """A truncation at m enters its supplied bootstrap once, with weight gamma (times rho_m for
     V-trace): dA_t/db_m = weight * prod_{j=t}^{m-1} beta_j, so at t = m exactly the weight."""
-    window_data, outputs, _, (boot, weight) = BACKWARD[name]
+    module, _, outputs, _, (boot, weight) = BACKWARD[name]
     for T in LENGTHS:
         for m in range(T):
             data = flagged_window(name, T, m, "truncated")
-            _, beta, _ = _module(name).coefficients(T, data)
+            _, beta, _ = module.coefficients(T, data)
             outs = outputs(data)
             for s in range(m + 1):
                 trace = sp.Mul(*beta[s:m])
                 if not is_zero(sp.diff(outs[s], data[boot][m]) - weight(data, m) * trace):
                     return False
     return True
-
-
-def _module(name):
-    return {"gae": gae, "vtrace": vtrace, "retrace": retrace, "lambda_returns": lambda_returns,
-            "discounted_returns": discounted_returns}[name]
 
 
 def _monte_carlo_identity(name: str):

@@ -79,11 +79,11 @@ def agrees(got, want_rows, reverse: bool) -> bool:
     return True
 
 
-def substituted(module, data_of_row, **coefficient_kwargs):
+def substituted(module, data_of_row, window_data=None, **coefficient_kwargs):
     """The module's symbolic coefficients (window symbols), then the row's numbers put in."""
     rows = []
     for row in range(N):
-        symbolic = module.window_data(T)
+        symbolic = (window_data or module.window_data)(T)
         alpha, beta, carry = module.coefficients(T, symbolic, **coefficient_kwargs)
         values = {gamma: exact(GAMMA), lam: exact(LAMBDA)}
         for name, numbers in data_of_row(row).items():
@@ -164,24 +164,18 @@ def _retrace(textbook: bool):
     return agrees(got, substituted(retrace, row_data), True)
 
 
-class _LambdaWindow:
-    """lambda_returns with next_values[-1] independent of bootstrap_values[-1], as the API has."""
-
-    window_data = staticmethod(partial(lambda_returns.window_data, caller_gives_both=False))
-    coefficients = staticmethod(lambda_returns.coefficients)
-
-
 def _returns(module, truncations: bool, with_boot: bool):
     x = inputs()
     boot = x["b"] if with_boot else None
     trunc = x["kappa"] if truncations else None
     if module is discounted_returns:
         got = package().discounted_returns_coefficients(x["r"], x["tau"], trunc, GAMMA, boot)
-        sym = discounted_returns
+        window_data = None
     else:
         got = package().lambda_returns_coefficients(x["r"], x["n"], x["tau"], trunc, GAMMA,
                                                     LAMBDA, boot)
-        sym = _LambdaWindow
+        # the API's next_values[-1] is independent of bootstrap_values[-1]
+        window_data = partial(lambda_returns.window_data, caller_gives_both=False)
 
     def row_data(row):
         data = {"r": series(x["r"], row), "b": _boot(x, row, "all" if with_boot else "none"),
@@ -189,7 +183,7 @@ def _returns(module, truncations: bool, with_boot: bool):
         if module is lambda_returns:
             data["n"] = series(x["n"], row)
         return data
-    return agrees(got, substituted(sym, row_data), True)
+    return agrees(got, substituted(module, row_data, window_data), True)
 
 
 def _eligibility(with_seed: bool):
