@@ -113,6 +113,12 @@ def to_rows(x: torch.Tensor, axis: int) -> torch.Tensor:
     return x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
 
 
+def action_rows(x: torch.Tensor, axis: int) -> torch.Tensor:
+    """``[..., T, ..., A]`` with time on ``axis`` (of the per-step shape) as ``[B, T, A]``."""
+    x = x.movedim(axis, -2)
+    return x.reshape(-1, x.shape[-2], x.shape[-1])
+
+
 def vector_rows(x: torch.Tensor | None, n: int) -> torch.Tensor | None:
     """A per-row tensor (batch shape) as a flat ``[B]`` vector."""
     return None if x is None else x.reshape(n)

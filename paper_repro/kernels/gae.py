@@ -3,7 +3,7 @@
 alpha_t = r_t + gamma (1 - term_t) nu_t - V_t,  beta_t = gamma lambda (1 - done_t),  A_T = 0,
 nu_t = (1 - trunc_t) V_{t+1} + trunc_t b_t for t < T-1 and the window value at T-1.
 """
-from __future__ import annotations
+from typing import Optional
 
 import torch
 import triton
@@ -11,6 +11,7 @@ import triton.language as tl
 
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels.autograd import Spec, needs_dispatch, register
 from paper_repro.kernels.affine_scan import (
     chunk_times,
     incoming_carry,
@@ -128,28 +129,45 @@ def compute_gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambd
         raise ValueError("pass last_value or bootstrap_values, not both")
     gamma = L.check_scalar("gamma", gamma)
     lambda_ = L.check_scalar("lambda_", lambda_)
+    check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
+    args = (rewards, values, terminateds, truncateds, bootstrap_values, last_value)
+    fn = gae_op if needs_dispatch(*args) else _gae
+    return fn(*args, gamma, lambda_, axis)
+
+
+def _gae(rewards: torch.Tensor, values: torch.Tensor, terminateds: torch.Tensor,
+         truncateds: Optional[torch.Tensor], bootstrap_values: Optional[torch.Tensor],
+         last_value: Optional[torch.Tensor], gamma: float, lambda_: float,
+         time_dim: int) -> torch.Tensor:
     out_dtype = L.result_dtype(rewards, values, bootstrap_values, last_value)
     if rewards.numel() == 0:
         return torch.empty_like(rewards, dtype=out_dtype)
-    check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
-    rows = L.rows_of(axis, r=rewards, v=values, term=terminateds, trunc=truncateds,
-                     boot=bootstrap_values)
+    rows = L.rows_of(time_dim, rewards=rewards, values=values, terminateds=terminateds,
+                     truncateds=truncateds, bootstrap_values=bootstrap_values)
     last = L.vector_rows(last_value, rows.B)
-    out = L.Output(rewards, axis, out_dtype, rows)
+    out = L.Output(rewards, time_dim, out_dtype, rows)
     if not L.use_triton(rewards):
-        coef = C.gae_coefficients(rows["r"], rows["v"], rows["term"], rows["trunc"], gamma,
-                                  lambda_, rows["boot"], last)
+        coef = _coefficients(dict(rows.tensors, last_value=last), dict(gamma=gamma,
+                                                                        lambda_=lambda_))
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
-    _gae_triton(rows, last, gamma, lambda_, out.rows)
+    o = out.rows
+    config = L.config_for(rows.B, rows.T, rows.stride, o.device)
+    launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device, out_ptr=o,
+           **L.pointer_args(o, r_ptr=rows["rewards"], v_ptr=rows["values"],
+                            term_ptr=rows["terminateds"], trunc_ptr=rows["truncateds"],
+                            boot_ptr=rows["bootstrap_values"], last_ptr=last),
+           **L.layout_args(rows, o), **L.scalar_args(gamma=gamma, lam=lambda_),
+           HAS_TRUNC=truncateds is not None, HAS_BOOT=bootstrap_values is not None,
+           HAS_LAST=last is not None)
     return out.result()
 
 
-def _gae_triton(rows: L.Rows, last, gamma, lambda_, out):
-    config = L.config_for(rows.B, rows.T, rows.stride, out.device)
-    launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out.dtype), out.device,
-           out_ptr=out, **L.pointer_args(out, r_ptr=rows["r"], v_ptr=rows["v"],
-                                          term_ptr=rows["term"], trunc_ptr=rows["trunc"],
-                                          boot_ptr=rows["boot"], last_ptr=last),
-           **L.layout_args(rows, out), **L.scalar_args(gamma=gamma, lam=lambda_),
-           HAS_TRUNC=rows["trunc"] is not None, HAS_BOOT=rows["boot"] is not None,
-           HAS_LAST=last is not None)
+def _coefficients(rows, s):
+    return C.gae_coefficients(rows["rewards"], rows["values"], rows["terminateds"],
+                              rows["truncateds"], s["gamma"], s["lambda_"],
+                              rows["bootstrap_values"], rows["last_value"])
+
+
+gae_op = register(Spec("gae", ("rewards", "values", "terminateds", "truncateds",
+                               "bootstrap_values", "last_value"), ("gamma", "lambda_"),
+                       _coefficients, per_row=("last_value",)), _gae)

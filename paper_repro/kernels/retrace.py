@@ -99,12 +99,6 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 
 
-def _actions_rows(x, axis):
-    """``[..., T, ..., A]`` with time on ``axis`` (of the per-step shape) as ``[B, T, A]``."""
-    x = x.movedim(axis, -2)
-    return x.reshape(-1, x.shape[-2], x.shape[-1])
-
-
 def _check_values(action_probs_behavior, actions, num_actions):
     if bool((action_probs_behavior <= 0).any()):
         raise ValueError("action_probs_behavior must be > 0 everywhere")
@@ -166,7 +160,7 @@ def compute_retrace(action_probs_target, action_probs_behavior, q_values, next_q
     check_flags(validate, axis, terminateds, truncateds)
     rows = L.rows_of(axis, mu=action_probs_behavior, q=q_values, act=actions, r=rewards,
                      term=terminateds, trunc=truncateds)
-    three = [_actions_rows(x, axis) if x is not None else None
+    three = [L.action_rows(x, axis) if x is not None else None
              for x in (action_probs_target, next_q_values_all, next_action_probs_target)]
     present, stride3 = L.common_strides([x for x in three if x is not None])
     pi, nq = present[0], present[1]

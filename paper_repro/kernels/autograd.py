@@ -1,0 +1,149 @@
+"""Gradients and torch.library registration shared by every op (proofs/adjoint.py).
+
+The backward of a scan is the opposite-direction scan of the upstream gradient with beta shifted
+one step, run on the same engine; the chain rule through each estimator's coefficients (and its
+epilogue, for two-output ops) is torch autograd over ``coefficients.py``. Each op is a
+``torch.library.custom_op`` with a fake kernel, so ``torch.compile(fullgraph=True)`` traces it
+and CUDA graphs capture it; eager calls without gradients skip the dispatcher.
+"""
+from dataclasses import dataclass
+from typing import Callable, List, Optional
+
+import torch
+
+from paper_repro.kernels import _launch as L
+from paper_repro.kernels.affine_scan import scan_rows
+
+
+def scan_adjoint(grad, beta, out, carry, reverse: bool):
+    """Gradients of ``out = scan(alpha, beta, carry)`` given ``grad = dL/dout``; all ``[B, T]``
+    (carry ``[B]``). Returns ``(d_alpha, d_beta, d_carry)``."""
+    zero = beta.new_zeros(beta.shape[0], 1)
+    g = torch.empty_like(grad)
+    if reverse:
+        # g_t = u_t + beta_{t-1} g_{t-1}: a forward scan.
+        scan_rows(grad, torch.cat([zero, beta[:, :-1]], 1), None, False, g)
+        neighbour = torch.cat([out[:, 1:], carry[:, None].to(out.dtype)], 1)
+        d_carry = g[:, -1] * beta[:, -1]
+    else:
+        scan_rows(grad, torch.cat([beta[:, 1:], zero], 1), None, True, g)
+        neighbour = torch.cat([carry[:, None].to(out.dtype), out[:, :-1]], 1)
+        d_carry = g[:, 0] * beta[:, 0]
+    return g, g * neighbour, d_carry
+
+
+@dataclass
+class Spec:
+    """How an op's gradient is formed from its torch description.
+
+    coefficients(rows, scalars) -> Coefficients of the scanned state (``[B, T]`` rows);
+    state(outputs, rows) -> that state recovered from the op's outputs;
+    outputs(state, rows, scalars) -> the op's outputs as differentiable torch ops.
+    """
+
+    name: str
+    tensors: tuple  # names of the op's tensor arguments, in order
+    scalars: tuple  # names of its float arguments, in order
+    coefficients: Callable
+    like: str = "rewards"  # the per-step tensor whose shape the outputs take
+    per_row: tuple = ()  # tensors with the batch shape only
+    per_action: tuple = ()  # tensors [..., T, A]
+    reverse: bool = True  # backward recurrence (False: forward)
+    state: Callable = lambda outs, rows: outs[0]
+    outputs: Callable = lambda state, rows, scalars: (state,)
+    n_outputs: int = 1
+
+
+def needs_dispatch(*tensors) -> bool:
+    """Go through the registered op when compiling or when a gradient may be needed."""
+    if torch.compiler.is_compiling():
+        return True
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def register(spec: Spec, forward):
+    """Register ``forward`` (annotated, validated inputs, then ``time_dim: int``) as
+    ``paper_repro::<name>`` with its fake kernel and autograd formula; returns the op."""
+    op = torch.library.custom_op(f"paper_repro::{spec.name}", mutates_args=())(forward)
+    n_t = len(spec.tensors)
+
+    like = spec.tensors.index(spec.like)
+
+    def fake(*args):
+        floats = [a for a in args[:n_t] if a is not None and a.dtype in L.FLOAT_DTYPES]
+        out = torch.empty_like(args[like], dtype=L.result_dtype(*floats))
+        return out if spec.n_outputs == 1 else tuple(torch.empty_like(out)
+                                                     for _ in range(spec.n_outputs))
+
+    def setup_context(ctx, inputs, output):
+        outs = output if isinstance(output, tuple) else (output,)
+        ctx.save_for_backward(*inputs[:n_t], *outs)
+        ctx.extra = inputs[n_t:]
+
+    def backward(ctx, *grads):
+        saved = list(ctx.saved_tensors)
+        tensors, outs = saved[:n_t], saved[n_t:]
+        needs = [bool(n) and x is not None for n, x in zip(ctx.needs_input_grad[:n_t], tensors)]
+        *scalars, time_dim = ctx.extra
+        got = scan_backward_op(spec.name, tensors, outs, list(grads), [float(x) for x in scalars],
+                               time_dim, needs)
+        return (*[g if n else None for g, n in zip(got, needs)], *([None] * len(ctx.extra)))
+
+    op.register_fake(fake)
+    op.register_autograd(backward, setup_context=setup_context)
+    SPECS[spec.name] = spec
+    return op
+
+
+SPECS: dict = {}
+
+
+@torch.library.custom_op("paper_repro::scan_backward", mutates_args=())
+def scan_backward_op(name: str, tensors: List[Optional[torch.Tensor]], outs: List[torch.Tensor],
+                     grads: List[Optional[torch.Tensor]], scalars: List[float], time_dim: int,
+                     needs: List[bool]) -> List[torch.Tensor]:
+    """Gradients of op ``name`` w.r.t. its tensor arguments (empty where not needed)."""
+    got = _backward(SPECS[name], tensors, outs, grads, needs, scalars, time_dim)
+    return [g.to(x.dtype) if g is not None else outs[0].new_empty(0)
+            for g, x in zip(got, tensors)]
+
+
+@scan_backward_op.register_fake
+def _(name, tensors, outs, grads, scalars, time_dim, needs):
+    return [torch.empty_like(x) if need else outs[0].new_empty(0)
+            for x, need in zip(tensors, needs)]
+
+
+def _backward(spec, tensors, outs, grads, needs, scalar_values, time_dim):
+    # torch.func.vjp rather than tensor autograd: this runs inside a custom op, below autograd.
+    scalars = dict(zip(spec.scalars, scalar_values))
+    axis = L.time_axis(tensors[spec.tensors.index(spec.like)], time_dim)
+    wanted = [i for i, need in enumerate(needs) if need]
+
+    def rows_from(values):
+        named = dict(zip(spec.tensors, tensors))
+        named.update(zip((spec.tensors[i] for i in wanted), values))
+        step = {k: v for k, v in named.items() if k not in spec.per_row + spec.per_action}
+        rows = L.rows_of(axis, **step)
+        return dict(rows.tensors, **{
+            k: L.vector_rows(named[k], rows.B) for k in spec.per_row}, **{
+            k: None if named[k] is None else L.action_rows(named[k], axis)
+            for k in spec.per_action})
+
+    def coefficients(*values):
+        c = spec.coefficients(rows_from(values), scalars)
+        return c.alpha, c.beta, c.carry
+
+    primals = [tensors[i] for i in wanted]
+    (alpha, beta, carry), coef_vjp = torch.func.vjp(coefficients, *primals)
+    state = spec.state([L.to_rows(o, axis) for o in outs], rows_from(primals)).to(alpha.dtype)
+    results, out_vjp = torch.func.vjp(
+        lambda st, *values: spec.outputs(st, rows_from(values), scalars), state, *primals)
+    g_out = tuple(torch.zeros_like(r) if g is None else L.to_rows(g, axis).to(r.dtype)
+                  for g, r in zip(grads, results))
+    g_state, *direct = out_vjp(g_out)
+    d_alpha, d_beta, d_carry = scan_adjoint(g_state, beta, state, carry,
+                                            spec.reverse)
+    through = coef_vjp((d_alpha, d_beta, d_carry.to(carry.dtype)))
+    got = dict(zip(wanted, (a + b for a, b in zip(direct, through))))
+    return [got.get(i) for i in range(len(tensors))]
