@@ -172,7 +172,7 @@ def pufferlib_prepare(case):
                            args=(rewards[:, :seq], values[:, :seq], terminateds[:, :seq], None,
                                  gamma, lam),
                            kwargs={"last_value": values[:, seq]})
-    return call, (lambda raw: (raw,)), compare_case, seq
+    return call, (lambda raw: (advantages,)), compare_case, seq
 
 
 # ---- rl-triton ----------------------------------------------------------------------------

@@ -24,6 +24,10 @@ def _parser():
                         help=f"restrict to these providers: {', '.join(PROVIDERS)}")
     parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
                         help="benchmark device (default: cuda when available)")
+    parser.add_argument("--resume", action="store_true",
+                        help="skip cells already recorded in the output CSV")
+    parser.add_argument("--budget-minutes", type=float, default=None,
+                        help="start no new case after this many minutes per suite")
     parser.add_argument("--list", action="store_true", help="list suites and providers, exit")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
@@ -57,14 +61,24 @@ def main(argv=None):
 
     out = args.out or default_out_dir()
     command = "python -m paper_repro.bench " + " ".join(shlex.quote(a) for a in argv)
+    start_all = time.perf_counter()
     for name in names:
         suite = SUITES[name]
         providers = [p for p in (args.providers or suite.providers)]
         start = time.perf_counter()
-        rows = Runner(suite, out, device=args.device, quick=args.quick, providers=providers,
-                      progress=not args.no_progress, command=command).run()
+        budget = None
+        if args.budget_minutes is not None:
+            budget = 60 * args.budget_minutes - (start - start_all)
+        runner = Runner(suite, out, device=args.device, quick=args.quick, providers=providers,
+                        progress=not args.no_progress, command=command, resume=args.resume,
+                        budget_s=budget)
+        rows = runner.run()
         failed = sum(r["status"] in ("failed", "error") for r in rows if r["metric"] in
                      ("max_abs_err", "gate", "timing"))
         print(f"{name}: {len(rows)} rows -> {out / (name + '.csv')} "
               f"({time.perf_counter() - start:.0f} s, {failed} failed/error)", flush=True)
+        if not runner.finished:
+            print(f"{name}: stopped at the time budget; rerun the same command with --resume "
+                  "to continue", flush=True)
+            return 3
     return 0

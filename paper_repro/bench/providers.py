@@ -47,6 +47,7 @@ class Prepared:
     compare_cols: int | None = None
     tolerance: tuple | None = None
     note: str = ""
+    reset: Callable[[], None] | None = None  # poisons in-place outputs before a re-check
 
 
 @dataclass
@@ -65,6 +66,7 @@ class Provider:
     max_seq_len: int | None = None
     max_elements: int | None = None
     unavailable: Callable[[], str | None] = field(default=lambda: None)
+    graph_capture: bool = True  # False: device time from back-to-back events instead
 
     def unsupported(self, case):
         """Why this provider does not run ``case`` (``None`` if it does)."""
@@ -157,7 +159,10 @@ def _torchrl(vectorized):
 
 def _pufferlib(case):
     call, outputs, compare_case, cols = external.pufferlib_prepare(case)
-    return Prepared(call, outputs, compare_case, cols,
+
+    def reset():
+        outputs(None)[0].fill_(float("nan"))
+    return Prepared(call, outputs, compare_case, cols, reset=reset,
                     note="first T-1 columns gated (PufferLib never writes the last)")
 
 
@@ -186,17 +191,19 @@ PROVIDERS = {p.name: p for p in [
     Provider("doubling-eager", "doubling scan (eager)", _doubling(False)),
     Provider("assoc-scan-compiled", "compile(associative_scan)", _assoc_compiled,
              unavailable=_assoc_unavailable),
-    Provider("loop-gpu", "loop over t (uncompiled)", _loop, clock="cpu", max_seq_len=8192),
+    Provider("loop-gpu", "loop over t (uncompiled)", _loop, clock="cpu", max_seq_len=8192,
+             graph_capture=False),
     Provider("numpy-cpu", "NumPy loop (CPU)", _numpy, clock="cpu", input_device="cpu",
              max_elements=1 << 23, max_seq_len=8192),
     Provider("torchrl", "TorchRL (vectorised)", _torchrl(True),
              algorithms=external.TORCHRL_ALGORITHMS, max_elements=1 << 25,
-             unavailable=external.torchrl_unavailable),
+             unavailable=external.torchrl_unavailable, graph_capture=False),
     Provider("torchrl-loop", "TorchRL (loop)", _torchrl(False),
              algorithms=external.TORCHRL_ALGORITHMS, clock="cpu", max_seq_len=8192,
              unavailable=external.torchrl_unavailable),
     Provider("pufferlib", "PufferLib 3.0.0 CUDA", _pufferlib, algorithms=("gae",),
-             input_device="cuda", variants=("plain",), unavailable=external.pufferlib_unavailable),
+             input_device="cuda", variants=("plain",), unavailable=external.pufferlib_unavailable,
+             graph_capture=False),
     Provider("rl-triton", "rl-triton 0.1.3", _rl_triton, input_device="cuda",
              unavailable=external.rl_triton_unavailable),
 ]}

@@ -1,24 +1,35 @@
 """Run a suite: build each case once, gate every provider against the reference, time it.
 
 A provider that fails the gate (wrong or non-finite output) or raises is recorded with
-status ``failed``/``error`` and is never timed. Rows are upserted after every case, so an
-interrupted run keeps what it measured.
+status ``failed``/``error`` and is never timed; after timing its output is checked once
+more (in-place outputs poisoned first), so a call that stops working while being timed
+is caught too. Rows are upserted after every case, so an interrupted run keeps what it
+measured; ``resume=True`` skips cells already in the CSV, and ``budget_s`` stops before
+a new case once the time is spent. Kernel launches per call come from ``torch.profiler``
+in a second pass after all timing, because CUPTI slows later launches in the process.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import gc
+import time
 
 import torch
 
 from paper_repro.bench import gate, timing
 from paper_repro.bench.inputs import make_case, to_device
 from paper_repro.bench.providers import PROVIDERS, unavailable
-from paper_repro.bench.results import provenance, record_provenance, upsert
+from paper_repro.bench.results import (
+    provenance,
+    read_results,
+    record_provenance,
+    upsert,
+)
 from paper_repro.bench.roofline import achieved_gbps, floor_ms, min_bytes, percent_of_roofline
 
 _DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
           "fp64": torch.float64}
+_CELL = ["algorithm", "implementation", "num_envs", "seq_len", "variant", "dtype", "layout"]
 
 
 def _row(base, metric, value=float("nan"), unit="", status="ok", note="", t=None):
@@ -28,11 +39,15 @@ def _row(base, metric, value=float("nan"), unit="", status="ok", note="", t=None
     return row
 
 
+def _error(exc):
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
 class Runner:
     """Executes one suite on one device and writes ``<out_dir>/<suite>.csv``."""
 
     def __init__(self, suite, out_dir, device=None, quick=False, providers=None,
-                 progress=True, command=None):
+                 progress=True, command=None, resume=False, budget_s=None):
         self.suite, self.out_dir, self.quick = suite, out_dir, quick
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.providers = tuple(providers or suite.providers)
@@ -40,28 +55,48 @@ class Runner:
         if unknown:
             raise ValueError(f"unknown providers {unknown}; known: {sorted(PROVIDERS)}")
         self.progress, self.command = progress, command
+        self.resume, self.budget_s = resume, budget_s
         self.on_gpu = self.device == "cuda"
         self.trials = 3 if quick else suite.trials
         self.trial_seconds = 0.15 if quick else 0.5
+        self.finished = True
 
     @property
     def path(self):
         return self.out_dir / f"{self.suite.name}.csv"
 
+    def _done_cells(self, metric):
+        if not self.resume:
+            return set()
+        frame = read_results(self.path)
+        frame = frame[frame.metric.isin(metric)]
+        return {tuple(str(v) for v in row) for row in frame[_CELL].itertuples(index=False)}
+
+    def _cells(self, spec):
+        return [p for p in self.providers if self.suite.runs(p, spec.algorithm)]
+
+    def _make(self, spec):
+        return make_case(spec.algorithm, spec.num_envs, spec.seq_len, spec.variant,
+                         spec.dtype, spec.layout, spec.flags, device=self.device)
+
     def run(self):
-        """Run every case of the suite; returns the rows written."""
+        """Gate and time every cell (then count launches); returns the rows written."""
         from tqdm.auto import tqdm
 
+        start = time.perf_counter()
         specs = self.suite.cases(self.quick)
+        done = self._done_cells(("max_abs_err", "gate"))
+        todo = [(s, [p for p in self._cells(s) if self._key(s, p) not in done]) for s in specs]
+        todo = [(s, ps) for s, ps in todo if ps]
         written = []
-        bar = tqdm(total=len(specs) * len(self.providers), desc=self.suite.name,
+        bar = tqdm(total=sum(len(ps) for _, ps in todo), desc=self.suite.name,
                    disable=not self.progress, unit="cell")
-        for spec in specs:
-            case = make_case(spec.algorithm, spec.num_envs, spec.seq_len, spec.variant,
-                             spec.dtype, spec.layout, spec.flags, device=self.device)
-            expected = None
-            rows = []
-            for name in self.providers:
+        for spec, names in todo:
+            if self.budget_s and time.perf_counter() - start > self.budget_s:
+                self.finished = False
+                break
+            case, expected, rows = self._make(spec), None, []
+            for name in names:
                 bar.set_postfix_str(f"{spec.algorithm} {spec.num_envs}x{spec.seq_len} "
                                     f"{spec.variant} {name}")
                 cell_rows, expected = self.run_cell(case, name, expected)
@@ -72,10 +107,17 @@ class Runner:
             del case, expected
             self._release()
         bar.close()
+        if "launches" in self.suite.metrics and self.on_gpu and self.finished:
+            written += self.count_launches(specs)
         record_provenance(self.out_dir, self.suite.name,
                           dict(provenance(self.command), quick=self.quick,
-                               providers=list(self.providers)))
+                               providers=list(self.providers), complete=self.finished))
         return written
+
+    @staticmethod
+    def _key(spec, name):
+        return tuple(str(v) for v in (spec.algorithm, name, spec.num_envs, spec.seq_len,
+                                      spec.variant, spec.dtype, spec.layout))
 
     def _release(self):
         gc.collect()
@@ -85,64 +127,72 @@ class Runner:
     def _base(self, case, name):
         return dict(suite=self.suite.name, algorithm=case.algorithm, implementation=name,
                     num_envs=case.num_envs, seq_len=case.seq_len, variant=case.variant,
-                    dtype=case.dtype, layout=case.layout, device=self._device_name(),
+                    dtype=case.dtype, layout=case.layout,
+                    device=torch.cuda.get_device_name(0) if self.on_gpu else "cpu",
                     timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
 
-    def _device_name(self):
-        return torch.cuda.get_device_name(0) if self.on_gpu else "cpu"
+    def _blocked(self, case, provider):
+        """A status row when the provider cannot or should not run ``case``, else None."""
+        if provider.unsupported(case):
+            return "unsupported", None
+        reason = unavailable(provider.name)
+        if reason is None and provider.input_device == "cuda" and not self.on_gpu:
+            reason = "needs a CUDA device"
+        if reason:
+            return "unavailable", reason
+        reason = provider.over_budget(case)
+        return ("skipped", reason) if reason else (None, None)
+
+    def _check(self, case, prepared, expected):
+        """Run the prepared call once and gate it; returns (GateResult, reference cache)."""
+        outputs = prepared.outputs(prepared.call())
+        if prepared.compare_case is not None:
+            against = gate.expected_outputs(prepared.compare_case)
+            outputs = tuple(o[:, :prepared.compare_cols] for o in outputs)
+        else:
+            expected = expected or gate.expected_outputs(case)
+            against = expected
+        return gate.compare(against, outputs, _DTYPE[case.dtype], prepared.tolerance), expected
 
     def run_cell(self, case, name, expected):
         """Gate and time provider ``name`` on ``case``; returns (rows, reference cache)."""
         provider = PROVIDERS[name]
         base = self._base(case, name)
-        if provider.unsupported(case):
+        status, reason = self._blocked(case, provider)
+        if status == "unsupported":
             return [], expected
-        reason = unavailable(name)
-        if reason is None and provider.input_device == "cuda" and not self.on_gpu:
-            reason = "needs a CUDA device"
-        if reason:
-            return [_row(base, "gate", status="unavailable", note=reason)], expected
-        reason = provider.over_budget(case)
-        if reason:
-            return [_row(base, "gate", status="skipped", note=reason)], expected
+        if status:
+            return [_row(base, "gate", status=status, note=reason)], expected
         local = to_device(case, "cpu") if provider.input_device == "cpu" else case
         try:
             prepared = provider.build(local)
-            outputs = prepared.outputs(prepared.call())
-            if prepared.compare_case is not None:
-                check_against = gate.expected_outputs(prepared.compare_case)
-                outputs = tuple(o[:, :prepared.compare_cols] for o in outputs)
-            else:
-                expected = expected or gate.expected_outputs(case)
-                check_against = expected
-            result = gate.compare(check_against, outputs, _DTYPE[case.dtype],
-                                  prepared.tolerance)
+            result, expected = self._check(local, prepared, expected)
         except Exception as exc:  # a crash is a result too: record it, never time it
-            self._release()
-            return [_row(base, "gate", status="error", note=f"{type(exc).__name__}: {exc}"[:300])
-                    ], expected
-        del outputs
+            return [_row(base, "gate", status="error", note=_error(exc))], expected
         note = "; ".join(x for x in (result.message, prepared.note) if x)
-        rows = [_row(base, "max_abs_err", result.max_abs_err, "abs",
-                     "ok" if result.ok else "failed", note),
-                _row(base, "max_rel_err", result.max_rel_err, "rel",
-                     "ok" if result.ok else "failed", note)]
-        if result.ok:
-            try:
-                rows += self._time(case, provider, prepared, base)
-            except Exception as exc:
-                rows.append(_row(base, "timing", status="error",
-                                 note=f"{type(exc).__name__}: {exc}"[:300]))
-        del prepared
-        self._release()
+        state = "ok" if result.ok else "failed"
+        rows = [_row(base, "max_abs_err", result.max_abs_err, "abs", state, note),
+                _row(base, "max_rel_err", result.max_rel_err, "rel", state, note)]
+        if not result.ok:
+            return rows, expected
+        try:
+            timed = self._time(case, provider, prepared, base)
+            if prepared.reset is not None:
+                prepared.reset()
+            after, expected = self._check(local, prepared, expected)
+            if not after.ok:
+                for row in timed:
+                    row.update(status="failed", note=f"wrong after timing: {after.message}")
+            rows += timed
+        except Exception as exc:
+            rows.append(_row(base, "timing", status="error", note=_error(exc)))
         return rows, expected
 
     def _time(self, case, provider, prepared, base):
         call, metrics = prepared.call, self.suite.metrics
         if provider.clock == "cpu" or not self.on_gpu:
             sync_device = "cuda" if self.on_gpu and provider.input_device != "cpu" else "cpu"
-            seconds = 0.1 if self.quick else 0.5
-            t = timing.wall_ms(call, sync_device, min_seconds=seconds)
+            t = timing.wall_ms(call, sync_device, min_seconds=0.1 if self.quick else 0.3)
             return [_row(base, "wall", t.ms, "ms", t=t)]
         n_iter = self.suite.n_iter or timing.paper_n_iter(case.num_envs, case.seq_len)
         if self.quick:
@@ -153,18 +203,14 @@ class Runner:
             measured["full_call"] = t.ms
             rows.append(_row(base, "full_call", t.ms, "ms", t=t))
         if "device" in metrics:
-            t = timing.device_ms(call, trials=self.trials, trial_seconds=self.trial_seconds)
+            t = timing.device_ms(call, trials=self.trials, trial_seconds=self.trial_seconds,
+                                 graph=provider.graph_capture)
             measured["device"] = t.ms
             rows.append(_row(base, "device", t.ms, "ms", t=t))
         if "amortized" in metrics:
             t = timing.amortized_ms(call, trials=self.trials, trial_seconds=self.trial_seconds)
             rows.append(_row(base, "amortized", t.ms, "ms", t=t))
-        if "launches" in metrics:
-            t = timing.profile_kernels(call, reps=10)
-            rows.append(_row(base, "launches", t.launches, "count", t=t))
-            rows.append(_row(base, "device_profiler", t.ms, "ms", t=t))
-        rows += self._derived(case, base, measured)
-        return rows
+        return rows + self._derived(case, base, measured)
 
     def _derived(self, case, base, measured):
         rows = []
@@ -172,8 +218,7 @@ class Runner:
             rows.append(_row(base, "overhead", measured["full_call"] - measured["device"], "ms",
                              note="full_call - device"))
         if "roofline" in self.suite.derived and "device" in measured:
-            n_bytes = min_bytes(case)
-            ms = measured["device"]
+            n_bytes, ms = min_bytes(case), measured["device"]
             rows += [_row(base, "bytes", n_bytes, "B"),
                      _row(base, "floor", floor_ms(n_bytes), "ms", note="bytes / 4249 GB/s"),
                      _row(base, "bandwidth", achieved_gbps(n_bytes, ms), "GB/s"),
@@ -182,4 +227,32 @@ class Runner:
             if "full_call" in measured:
                 rows.append(_row(base, "pct_roofline_full_call",
                                  percent_of_roofline(n_bytes, measured["full_call"]), "%"))
+        return rows
+
+    def count_launches(self, specs):
+        """Second pass: kernel launches per call and profiler device time of gated cells."""
+        frame = read_results(self.path)
+        gated = frame[(frame.metric == "max_abs_err") & (frame.status == "ok")]
+        ok = {tuple(str(v) for v in r) for r in gated[_CELL].itertuples(index=False)}
+        done = self._done_cells(("launches",))
+        rows = []
+        for spec in specs:
+            names = [p for p in self._cells(spec) if PROVIDERS[p].clock == "gpu"
+                     and self._key(spec, p) in ok and self._key(spec, p) not in done]
+            if not names:
+                continue
+            case, case_rows = self._make(spec), []
+            for name in names:
+                base = self._base(case, name)
+                try:
+                    t = timing.profile_kernels(PROVIDERS[name].build(case).call, reps=10)
+                except Exception as exc:
+                    case_rows.append(_row(base, "launches", status="error", note=_error(exc)))
+                    continue
+                case_rows += [_row(base, "launches", t.launches, "count", t=t),
+                              _row(base, "device_profiler", t.ms, "ms", t=t)]
+            upsert(self.path, case_rows)
+            rows += case_rows
+            del case
+            self._release()
         return rows

@@ -3,8 +3,9 @@
 * :func:`full_call_ms` -- each call bracketed by ``synchronize()``, CUDA start/stop events,
   ``synchronize()``; the median per trial, and the minimum over trials is reported.
 * :func:`device_ms` -- device time per call from replaying a CUDA graph of ``reps`` calls
-  (no launch overhead); when capture fails, the sum of kernel times from
-  ``torch.profiler`` (the paper's method). Also returns the kernel launches per call.
+  (no launch overhead); back-to-back event timing where capture is impossible.
+* :func:`profile_kernels` -- the paper's method: the sum of kernel times from
+  ``torch.profiler``, and the kernel launches per call (run it after all other timing).
 * :func:`amortized_ms` -- ``reps`` back-to-back calls inside one event pair, min over trials.
 * :func:`wall_ms` -- ``perf_counter`` per call (CPU providers, and every provider when no
   CUDA device is present), repeated until ``min_seconds`` and ``min_calls`` are reached.
@@ -147,14 +148,24 @@ def profile_kernels(call, reps=20, warmup=5):
     return Timing(total_us / reps / 1000.0, 1, reps, "profiler", [], count / reps)
 
 
-def device_ms(call, reps=20, trials=5, trial_seconds=0.5):
-    """Device-only time per call: CUDA-graph replay, else the profiler's kernel sum."""
+def device_ms(call, reps=20, trials=5, trial_seconds=0.5, graph=True):
+    """Device-only time per call from CUDA-graph replay.
+
+    Where capture is refused (host syncs, data-dependent allocations) or not trusted
+    (``graph=False``: kernels launched on the legacy default stream escape the capture),
+    back-to-back event timing is used instead: it equals device time once the kernel
+    outlasts its launch. The profiler is kept out of this pass because CUPTI, once
+    started, slows every later launch in the process.
+    """
     reps = _budgeted(reps, _estimate_seconds(call, "cuda"), trial_seconds, floor=1)
-    try:
-        return _graph_device_ms(call, reps, trials)
-    except Exception:  # capture is refused by syncs, allocations or legacy-stream launches
-        torch.cuda.synchronize()
-        return profile_kernels(call, reps=reps)
+    if graph:
+        try:
+            return _graph_device_ms(call, reps, trials)
+        except Exception:  # capture refused
+            torch.cuda.synchronize()
+    timed = amortized_ms(call, reps=reps, trials=trials, trial_seconds=trial_seconds)
+    timed.method = "cuda-events-amortized"
+    return timed
 
 
 def wall_ms(call, device="cpu", warmup=3, min_seconds=0.5, min_calls=5, max_calls=1000):
