@@ -70,7 +70,7 @@ def ppo_update(
         with timer.stage("gae"):
             adv = gae_fn(rollout.rewards, values, rollout.dones, cfg.gamma, cfg.lambda_)
             ret = adv + values
-        return adv.view(nt), ret.view(nt)
+        return adv.reshape(nt), ret.reshape(nt)
 
     with timer.stage("total"):
         with timer.stage("forward"):
