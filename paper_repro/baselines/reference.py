@@ -26,7 +26,7 @@ __all__ = [
 
 
 def _f64(x):
-    return None if x is None else torch.as_tensor(x).detach().to("cpu", torch.float64)
+    return None if x is None else torch.as_tensor(x).to("cpu", torch.float64)
 
 
 def backward_recurrence(alpha, beta, carry):

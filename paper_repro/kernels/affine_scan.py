@@ -10,12 +10,13 @@ Conventions (SPEC.md section 0): backward ``A_t = alpha_t + beta_t A_{t+1}`` wit
 forward ``A_t = alpha_t + beta_t A_{t-1}`` with ``A_{-1} = seed``. Padded lanes are the
 identity ``(0, 1)``. Estimator kernels reuse the jit helpers below in the same loop shape.
 """
-from __future__ import annotations
+from typing import Optional
 
 import torch
 import triton
 import triton.language as tl
 
+from paper_repro.coefficients import Coefficients
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
@@ -193,10 +194,38 @@ def affine_scan(alpha, beta, *, reverse=True, initial=None, time_dim=-1):
     axis = L.time_axis(alpha, time_dim)
     batch = alpha.movedim(axis, -1).shape[:-1]
     L.check_tensor("initial", initial, like=alpha, shape=batch, optional=True)
+    from paper_repro.kernels.autograd import needs_dispatch
+
+    fn = affine_scan_op if needs_dispatch(alpha, beta, initial) else _affine_scan
+    return fn(alpha, beta, initial, float(reverse), axis)
+
+
+def _affine_scan(alpha: torch.Tensor, beta: torch.Tensor, initial: Optional[torch.Tensor],
+                 reverse: float, time_dim: int) -> torch.Tensor:
     out_dtype = L.result_dtype(alpha, beta, initial)
     if alpha.numel() == 0:
         return torch.empty_like(alpha, dtype=out_dtype)
-    rows = L.rows_of(axis, a=alpha, b=beta)
-    out = L.Output(alpha, axis, out_dtype, rows)
-    scan_rows(rows["a"], rows["b"], L.vector_rows(initial, rows.B), reverse, out.rows)
+    rows = L.rows_of(time_dim, alpha=alpha, beta=beta)
+    out = L.Output(alpha, time_dim, out_dtype, rows)
+    scan_rows(rows["alpha"], rows["beta"], L.vector_rows(initial, rows.B), bool(reverse),
+              out.rows)
     return out.result()
+
+
+def _coefficients(rows, s):
+    alpha, beta = rows["alpha"], rows["beta"]
+    acc = L.acc_dtype(L.result_dtype(alpha, beta, rows["initial"]))
+    carry = alpha.new_zeros(alpha.shape[0], dtype=acc) if rows["initial"] is None else \
+        rows["initial"].to(acc)
+    return Coefficients(alpha.to(acc), beta.to(acc), carry, bool(s["reverse"]))
+
+
+def _register():
+    from paper_repro.kernels.autograd import Spec, register
+
+    return register(Spec("affine_scan", ("alpha", "beta", "initial"), ("reverse",),
+                         _coefficients, like="alpha", per_row=("initial",),
+                         reverse=lambda s: bool(s["reverse"])), _affine_scan)
+
+
+affine_scan_op = _register()

@@ -48,7 +48,7 @@ class Spec:
     like: str = "rewards"  # the per-step tensor whose shape the outputs take
     per_row: tuple = ()  # tensors with the batch shape only
     per_action: tuple = ()  # tensors [..., T, A]
-    reverse: bool = True  # backward recurrence (False: forward)
+    reverse: Callable = lambda scalars: True  # backward recurrence (False: forward)
     state: Callable = lambda outs, rows: outs[0]
     outputs: Callable = lambda state, rows, scalars: (state,)
     n_outputs: int = 1
@@ -143,7 +143,7 @@ def _backward(spec, tensors, outs, grads, needs, scalar_values, time_dim):
                   for g, r in zip(grads, results))
     g_state, *direct = out_vjp(g_out)
     d_alpha, d_beta, d_carry = scan_adjoint(g_state, beta, state, carry,
-                                            spec.reverse)
+                                            spec.reverse(scalars))
     through = coef_vjp((d_alpha, d_beta, d_carry.to(carry.dtype)))
     got = dict(zip(wanted, (a + b for a, b in zip(direct, through))))
     return [got.get(i) for i in range(len(tensors))]

@@ -3,7 +3,7 @@
 alpha_t = g_t,  beta_t = decay (1 - d_{t-1}) with d_{-1} = 0,  z_{-1} = seed.
 The episodic prefix sum is the same kernel with decay 1 (and, for ``starts_at``, d_t).
 """
-from __future__ import annotations
+from typing import Optional
 
 import torch
 import triton
@@ -11,6 +11,7 @@ import triton.language as tl
 
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels.autograd import Spec, needs_dispatch, register
 from paper_repro.kernels.affine_scan import (
     chunk_times,
     incoming_carry,
@@ -65,28 +66,44 @@ def decayed_sum(name, x, dones, decay, seed_values, previous_done, time_dim, val
     axis = L.time_axis(x, time_dim)
     L.check_tensor("seed_values", seed_values, like=x, optional=True,
                    shape=L.batch_shape(x, axis))
+    if L.validation_requested(validate):
+        L.check_binary("dones", dones)
+    fn = decayed_sum_op if needs_dispatch(x, seed_values) else _decayed_sum
+    return fn(x, dones, seed_values, decay, float(previous_done), axis)
+
+
+def _decayed_sum(x: torch.Tensor, dones: torch.Tensor, seed_values: Optional[torch.Tensor],
+                 decay: float, previous_done: float, time_dim: int) -> torch.Tensor:
     out_dtype = L.result_dtype(x, seed_values)
     if x.numel() == 0:
         return torch.empty_like(x, dtype=out_dtype)
-    if L.validation_requested(validate):
-        L.check_binary("dones", dones)
-    rows = L.rows_of(axis, x=x, d=dones)
+    rows = L.rows_of(time_dim, x=x, dones=dones)
     seed = L.vector_rows(seed_values, rows.B)
-    output = L.Output(x, axis, out_dtype, rows)
-    if L.use_triton(x):
-        out = output.rows
-        config = L.config_for(rows.B, rows.T, rows.stride, out.device)
-        launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out_dtype), x.device,
-               out_ptr=out, **L.pointer_args(out, x_ptr=rows["x"], done_ptr=rows["d"],
-                                              seed_ptr=seed),
-               **L.layout_args(rows, out), **L.scalar_args(decay=decay),
-               PREVIOUS_DONE=previous_done, HAS_SEED=seed is not None)
-        return output.result()
-    if previous_done:
-        coef = C.eligibility_traces_coefficients(rows["x"], rows["d"], decay, 1.0, seed)
-    else:
-        coef = C.prefix_sum_coefficients(rows["x"], rows["d"], seed, "starts_at")
-    return output.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, False))
+    out = L.Output(x, time_dim, out_dtype, rows)
+    if not L.use_triton(x):
+        coef = _coefficients(dict(rows.tensors, seed_values=seed),
+                             dict(decay=decay, previous_done=previous_done))
+        return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, False))
+    o = out.rows
+    config = L.config_for(rows.B, rows.T, rows.stride, o.device)
+    launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
+           out_ptr=o, **L.pointer_args(o, x_ptr=rows["x"], done_ptr=rows["dones"],
+                                        seed_ptr=seed),
+           **L.layout_args(rows, o), **L.scalar_args(decay=decay),
+           PREVIOUS_DONE=bool(previous_done), HAS_SEED=seed is not None)
+    return out.result()
+
+
+def _coefficients(rows, s):
+    if s["previous_done"]:
+        return C.eligibility_traces_coefficients(rows["x"], rows["dones"], s["decay"], 1.0,
+                                                 rows["seed_values"])
+    return C.prefix_sum_coefficients(rows["x"], rows["dones"], rows["seed_values"], "starts_at")
+
+
+decayed_sum_op = register(Spec("decayed_sum", ("x", "dones", "seed_values"),
+                               ("decay", "previous_done"), _coefficients, like="x",
+                               per_row=("seed_values",), reverse=lambda s: False), _decayed_sum)
 
 
 def compute_eligibility_traces(gradients, dones, gamma, lambda_, seed_values=None, *,

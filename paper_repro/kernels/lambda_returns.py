@@ -4,7 +4,7 @@ alpha_t = r_t + gamma (1 - lambda)(1 - done_t) n_t + gamma trunc_t b_t,
 beta_t = gamma lambda (1 - done_t),  G_T = b_{T-1} (0 without bootstrap values).
 Discounted returns are the same kernel at lambda = 1 without next values.
 """
-from __future__ import annotations
+from typing import Optional
 
 import torch
 import triton
@@ -21,6 +21,7 @@ from paper_repro.kernels.affine_scan import (
     segment_chunks,
     store_aggregate,
 )
+from paper_repro.kernels.autograd import Spec, needs_dispatch, register
 from paper_repro.kernels.gae import check_flags
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
@@ -81,31 +82,52 @@ def returns(rewards, next_values, terminateds, truncateds, gamma, lambda_, boots
     axis = L.time_axis(rewards, time_dim)
     gamma = L.check_scalar("gamma", gamma)
     lambda_ = L.check_scalar("lambda_", lambda_)
+    check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
+    args = (rewards, next_values, terminateds, truncateds, bootstrap_values)
+    fn = returns_op if needs_dispatch(*args) else _returns
+    return fn(*args, gamma, lambda_, axis)
+
+
+def _returns(rewards: torch.Tensor, next_values: Optional[torch.Tensor],
+             terminateds: torch.Tensor, truncateds: Optional[torch.Tensor],
+             bootstrap_values: Optional[torch.Tensor], gamma: float, lambda_: float,
+             time_dim: int) -> torch.Tensor:
     out_dtype = L.result_dtype(rewards, next_values, bootstrap_values)
     if rewards.numel() == 0:
         return torch.empty_like(rewards, dtype=out_dtype)
-    check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
-    rows = L.rows_of(axis, r=rewards, n=next_values, term=terminateds, trunc=truncateds,
-                     boot=bootstrap_values)
-    output = L.Output(rewards, axis, out_dtype, rows)
-    if L.use_triton(rewards):
-        out = output.rows
-        config = L.config_for(rows.B, rows.T, rows.stride, out.device)
-        launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out_dtype), out.device,
-               out_ptr=out, **L.pointer_args(out, r_ptr=rows["r"], next_ptr=rows["n"],
-                                              term_ptr=rows["term"], trunc_ptr=rows["trunc"],
-                                              boot_ptr=rows["boot"]),
-               **L.layout_args(rows, out), **L.scalar_args(gamma=gamma, lam=lambda_),
-               HAS_NEXT=next_values is not None, HAS_TRUNC=truncateds is not None,
-               HAS_BOOT=bootstrap_values is not None)
-        return output.result()
-    if next_values is None:
-        coef = C.discounted_returns_coefficients(rows["r"], rows["term"], rows["trunc"], gamma,
-                                                 rows["boot"])
-    else:
-        coef = C.lambda_returns_coefficients(rows["r"], rows["n"], rows["term"], rows["trunc"],
-                                             gamma, lambda_, rows["boot"])
-    return output.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
+    rows = L.rows_of(time_dim, rewards=rewards, next_values=next_values,
+                     terminateds=terminateds, truncateds=truncateds,
+                     bootstrap_values=bootstrap_values)
+    out = L.Output(rewards, time_dim, out_dtype, rows)
+    if not L.use_triton(rewards):
+        coef = _coefficients(rows.tensors, dict(gamma=gamma, lambda_=lambda_))
+        return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
+    o = out.rows
+    config = L.config_for(rows.B, rows.T, rows.stride, o.device)
+    launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
+           out_ptr=o, **L.pointer_args(o, r_ptr=rows["rewards"], next_ptr=rows["next_values"],
+                                        term_ptr=rows["terminateds"],
+                                        trunc_ptr=rows["truncateds"],
+                                        boot_ptr=rows["bootstrap_values"]),
+           **L.layout_args(rows, o), **L.scalar_args(gamma=gamma, lam=lambda_),
+           HAS_NEXT=next_values is not None, HAS_TRUNC=truncateds is not None,
+           HAS_BOOT=bootstrap_values is not None)
+    return out.result()
+
+
+def _coefficients(rows, s):
+    if rows["next_values"] is None:
+        return C.discounted_returns_coefficients(rows["rewards"], rows["terminateds"],
+                                                 rows["truncateds"], s["gamma"],
+                                                 rows["bootstrap_values"])
+    return C.lambda_returns_coefficients(rows["rewards"], rows["next_values"],
+                                         rows["terminateds"], rows["truncateds"], s["gamma"],
+                                         s["lambda_"], rows["bootstrap_values"])
+
+
+returns_op = register(Spec("returns", ("rewards", "next_values", "terminateds", "truncateds",
+                                       "bootstrap_values"), ("gamma", "lambda_"), _coefficients),
+                      _returns)
 
 
 def compute_lambda_returns(rewards, next_values, terminateds, truncateds=None, gamma=0.99,

@@ -6,7 +6,7 @@ Q(s_{t+1}, .) under the row-t policy (the paper's reading) or under ``next_actio
 (textbook Retrace); proofs/retrace_reading.py compares them. No [T, A] tile is held: the
 actions axis is reduced one action at a time, so there is no register cliff in T.
 """
-from __future__ import annotations
+from typing import Optional, Tuple
 
 import torch
 import triton
@@ -24,6 +24,7 @@ from paper_repro.kernels.affine_scan import (
     segment_chunks,
     store_aggregate,
 )
+from paper_repro.kernels.autograd import Spec, needs_dispatch, register
 from paper_repro.kernels.gae import check_flags
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
@@ -149,48 +150,86 @@ def compute_retrace(action_probs_target, action_probs_behavior, q_values, next_q
     axis = L.time_axis(rewards, time_dim)
     gamma, lambda_ = L.check_scalar("gamma", gamma), L.check_scalar("lambda_", lambda_)
     c_bar, rho_bar = L.check_scalar("c_bar", c_bar), L.check_scalar("rho_bar", rho_bar)
-    out_dtype = L.result_dtype(rewards, q_values, action_probs_target, next_q_values_all,
-                               action_probs_behavior)
-    if rewards.numel() == 0:
-        empty = torch.empty_like(rewards, dtype=out_dtype)
-        return empty, empty.clone()
-    num_actions = action_probs_target.shape[-1]
-    if L.validation_requested(validate) or not rewards.is_cuda:
-        _check_values(action_probs_behavior, actions, num_actions)
+    if L.validation_requested(validate):
+        _check_values(action_probs_behavior, actions, action_probs_target.shape[-1])
     check_flags(validate, axis, terminateds, truncateds)
-    rows = L.rows_of(axis, mu=action_probs_behavior, q=q_values, act=actions, r=rewards,
-                     term=terminateds, trunc=truncateds)
-    three = [L.action_rows(x, axis) if x is not None else None
+    args = (action_probs_target, action_probs_behavior, q_values, next_q_values_all, actions,
+            rewards, terminateds, truncateds, next_action_probs_target)
+    fn = retrace_op if needs_dispatch(*args) else _retrace
+    return fn(*args, gamma, lambda_, c_bar, rho_bar, axis)
+
+
+def _retrace(action_probs_target: torch.Tensor, action_probs_behavior: torch.Tensor,
+             q_values: torch.Tensor, next_q_values_all: torch.Tensor, actions: torch.Tensor,
+             rewards: torch.Tensor, terminateds: torch.Tensor, truncateds: Optional[torch.Tensor],
+             next_action_probs_target: Optional[torch.Tensor], gamma: float, lambda_: float,
+             c_bar: float, rho_bar: float, time_dim: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    out_dtype = L.result_dtype(action_probs_target, action_probs_behavior, q_values,
+                               next_q_values_all, rewards, next_action_probs_target)
+    if rewards.numel() == 0:
+        return torch.empty_like(rewards, dtype=out_dtype), torch.empty_like(rewards,
+                                                                            dtype=out_dtype)
+    if not rewards.is_cuda:
+        # Reading values costs nothing on the CPU: bad actions or probabilities always raise.
+        _check_values(action_probs_behavior, actions, action_probs_target.shape[-1])
+    rows = L.rows_of(time_dim, action_probs_behavior=action_probs_behavior, q_values=q_values,
+                     actions=actions, rewards=rewards, terminateds=terminateds,
+                     truncateds=truncateds)
+    three = [L.action_rows(x, time_dim) if x is not None else None
              for x in (action_probs_target, next_q_values_all, next_action_probs_target)]
     present, stride3 = L.common_strides([x for x in three if x is not None])
-    pi, nq = present[0], present[1]
-    npi = present[2] if next_action_probs_target is not None else None
-    q_out, adv_out = (L.Output(rewards, axis, out_dtype, rows) for _ in range(2))
-    if L.use_triton(rewards):
-        q_ret, adv = q_out.rows, adv_out.rows
-        config = L.config_for(rows.B, rows.T, rows.stride, q_ret.device, wide=True)
-        launch(retrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out_dtype), q_ret.device,
-               out_ptr=q_ret, adv_ptr=adv, A=num_actions,
-               **L.pointer_args(q_ret, pi_ptr=pi, npi_ptr=npi, nq_ptr=nq, mu_ptr=rows["mu"],
-                                q_ptr=rows["q"], act_ptr=rows["act"], r_ptr=rows["r"],
-                                term_ptr=rows["term"], trunc_ptr=rows["trunc"]),
-               **L.layout_args(rows, q_ret),
-               stride3_b=stride3[0], stride3_t=stride3[1], stride3_a=stride3[2],
-               **L.scalar_args(gamma=gamma, lam=lambda_, c_bar=c_bar, rho_bar=rho_bar),
-               HAS_NEXT_PI=npi is not None, HAS_TRUNC=truncateds is not None)
-        return q_out.result(), adv_out.result()
-    q_ret, adv = _retrace_torch(rows, pi, nq, npi, gamma, lambda_, c_bar, rho_bar)
-    return q_out.set(q_ret), adv_out.set(adv)
+    named = dict(rows.tensors, action_probs_target=present[0], next_q_values_all=present[1],
+                 next_action_probs_target=present[2] if len(present) > 2 else None)
+    q_out, adv_out = (L.Output(rewards, time_dim, out_dtype, rows) for _ in range(2))
+    scalars = dict(gamma=gamma, lambda_=lambda_, c_bar=c_bar, rho_bar=rho_bar)
+    if not L.use_triton(rewards):
+        coef = _coefficients(named, scalars)
+        delta = torch_affine_scan(coef.alpha, coef.beta, coef.carry, True)
+        q_ret, adv = _outputs(delta, named, scalars)
+        return q_out.set(q_ret), adv_out.set(adv)
+    q_ret, adv = q_out.rows, adv_out.rows
+    config = L.config_for(rows.B, rows.T, rows.stride, q_ret.device, wide=True)
+    launch(retrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(q_ret.dtype), q_ret.device,
+           out_ptr=q_ret, adv_ptr=adv, A=present[0].shape[-1],
+           **L.pointer_args(q_ret, pi_ptr=named["action_probs_target"],
+                            npi_ptr=named["next_action_probs_target"],
+                            nq_ptr=named["next_q_values_all"],
+                            mu_ptr=rows["action_probs_behavior"], q_ptr=rows["q_values"],
+                            act_ptr=rows["actions"], r_ptr=rows["rewards"],
+                            term_ptr=rows["terminateds"], trunc_ptr=rows["truncateds"]),
+           **L.layout_args(rows, q_ret),
+           stride3_b=stride3[0], stride3_t=stride3[1], stride3_a=stride3[2],
+           **L.scalar_args(gamma=gamma, lam=lambda_, c_bar=c_bar, rho_bar=rho_bar),
+           HAS_NEXT_PI=next_action_probs_target is not None, HAS_TRUNC=truncateds is not None)
+    return q_out.result(), adv_out.result()
 
 
-def _retrace_torch(rows, pi, nq, npi, gamma, lambda_, c_bar, rho_bar):
-    coef = C.retrace_coefficients(pi, rows["mu"], rows["q"], nq, rows["act"], rows["r"],
-                                  rows["term"], rows["trunc"], gamma, lambda_, c_bar, rho_bar,
-                                  npi)
-    acc = coef.alpha.dtype
-    q, r, term = rows["q"].to(acc), rows["r"].to(acc), rows["term"].to(acc)
-    q_ret = torch_affine_scan(coef.alpha, coef.beta, coef.carry, True) + q
+def _coefficients(rows, s):
+    return C.retrace_coefficients(rows["action_probs_target"], rows["action_probs_behavior"],
+                                  rows["q_values"], rows["next_q_values_all"], rows["actions"],
+                                  rows["rewards"], rows["terminateds"], rows["truncateds"],
+                                  s["gamma"], s["lambda_"], s["c_bar"], s["rho_bar"],
+                                  rows["next_action_probs_target"])
+
+
+def _outputs(delta, rows, s):
+    """``(q_ret, advantages)`` from the scanned ``Delta = Q_ret - Q`` (torch; differentiable)."""
+    acc = delta.dtype
+    q, r = rows["q_values"].to(acc), rows["rewards"].to(acc)
+    term = rows["terminateds"].to(acc)
+    q_ret = delta + q
     q_ret_next = torch.cat([q_ret[:, 1:], torch.zeros_like(q_ret[:, :1])], dim=1)
-    rho = torch.clamp(C.retrace_ratio(pi, rows["mu"], rows["act"], acc), max=rho_bar)
-    adv = rho * (r + gamma * (1 - term) * q_ret_next - q)
-    return q_ret, adv
+    ratio = C.retrace_ratio(rows["action_probs_target"], rows["action_probs_behavior"],
+                            rows["actions"], acc)
+    return q_ret, torch.clamp(ratio, max=s["rho_bar"]) * (r + s["gamma"] * (1 - term) *
+                                                          q_ret_next - q)
+
+
+retrace_op = register(Spec("retrace", ("action_probs_target", "action_probs_behavior",
+                                       "q_values", "next_q_values_all", "actions", "rewards",
+                                       "terminateds", "truncateds", "next_action_probs_target"),
+                           ("gamma", "lambda_", "c_bar", "rho_bar"), _coefficients,
+                           per_action=("action_probs_target", "next_q_values_all",
+                                       "next_action_probs_target"), n_outputs=2,
+                           state=lambda outs, rows: outs[0] - rows["q_values"],
+                           outputs=_outputs), _retrace)

@@ -4,7 +4,7 @@ Delta_t = vs_t - V_t:  alpha_t = rho_t (r_t + gamma (1 - term_t) nu_t - V_t),
 beta_t = gamma c_t (1 - done_t),  Delta_T = 0.  The advantage's next target vs_{t+1} is the
 scanned tile shifted one step in registers (no store-and-reload round trip).
 """
-from __future__ import annotations
+from typing import Optional, Tuple
 
 import torch
 import triton
@@ -22,6 +22,7 @@ from paper_repro.kernels.affine_scan import (
     segment_chunks,
     store_aggregate,
 )
+from paper_repro.kernels.autograd import Spec, needs_dispatch, register
 from paper_repro.kernels.gae import check_flags
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
@@ -130,44 +131,74 @@ def compute_vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds,
     gamma = L.check_scalar("gamma", gamma)
     rho_bar = L.check_scalar("rho_bar", rho_bar)
     c_bar = L.check_scalar("c_bar", c_bar)
-    out_dtype = L.result_dtype(rewards, values, log_pi_target, log_pi_behavior,
+    check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
+    args = (log_pi_target, log_pi_behavior, values, rewards, terminateds, truncateds,
+            bootstrap_values, last_value)
+    fn = vtrace_op if needs_dispatch(*args) else _vtrace
+    return fn(*args, gamma, rho_bar, c_bar, axis)
+
+
+def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: torch.Tensor,
+            rewards: torch.Tensor, terminateds: torch.Tensor, truncateds: Optional[torch.Tensor],
+            bootstrap_values: Optional[torch.Tensor], last_value: Optional[torch.Tensor],
+            gamma: float, rho_bar: float, c_bar: float,
+            time_dim: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    out_dtype = L.result_dtype(log_pi_target, log_pi_behavior, values, rewards,
                                bootstrap_values, last_value)
     if rewards.numel() == 0:
-        empty = torch.empty_like(rewards, dtype=out_dtype)
-        return empty, empty.clone()
-    check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
-    rows = L.rows_of(axis, lpt=log_pi_target, lpb=log_pi_behavior, v=values, r=rewards,
-                     term=terminateds, trunc=truncateds, boot=bootstrap_values)
+        return torch.empty_like(rewards, dtype=out_dtype), torch.empty_like(rewards,
+                                                                            dtype=out_dtype)
+    rows = L.rows_of(time_dim, log_pi_target=log_pi_target, log_pi_behavior=log_pi_behavior,
+                     values=values, rewards=rewards, terminateds=terminateds,
+                     truncateds=truncateds, bootstrap_values=bootstrap_values)
     last = L.vector_rows(last_value, rows.B)
-    vs_out, adv_out = (L.Output(rewards, axis, out_dtype, rows) for _ in range(2))
-    if L.use_triton(rewards):
-        vs, adv = vs_out.rows, adv_out.rows
-        config = L.config_for(rows.B, rows.T, rows.stride, vs.device, wide=True)
-        launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out_dtype), vs.device,
-               out_ptr=vs, adv_ptr=adv,
-               **L.pointer_args(vs, lpt_ptr=rows["lpt"], lpb_ptr=rows["lpb"], v_ptr=rows["v"],
-                                r_ptr=rows["r"], term_ptr=rows["term"], trunc_ptr=rows["trunc"],
-                                boot_ptr=rows["boot"], last_ptr=last),
-               **L.layout_args(rows, vs),
-               **L.scalar_args(gamma=gamma, rho_bar=rho_bar, c_bar=c_bar),
-               HAS_TRUNC=truncateds is not None, HAS_BOOT=bootstrap_values is not None,
-               HAS_LAST=last is not None)
-        return vs_out.result(), adv_out.result()
-    vs, adv = _vtrace_torch(rows, last, gamma, rho_bar, c_bar)
-    return vs_out.set(vs), adv_out.set(adv)
+    vs_out, adv_out = (L.Output(rewards, time_dim, out_dtype, rows) for _ in range(2))
+    if not L.use_triton(rewards):
+        named = dict(rows.tensors, last_value=last)
+        scalars = dict(gamma=gamma, rho_bar=rho_bar, c_bar=c_bar)
+        coef = _coefficients(named, scalars)
+        delta = torch_affine_scan(coef.alpha, coef.beta, coef.carry, True)
+        vs, adv = _outputs(delta, named, scalars)
+        return vs_out.set(vs), adv_out.set(adv)
+    vs, adv = vs_out.rows, adv_out.rows
+    config = L.config_for(rows.B, rows.T, rows.stride, vs.device, wide=True)
+    launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(vs.dtype), vs.device,
+           out_ptr=vs, adv_ptr=adv,
+           **L.pointer_args(vs, lpt_ptr=rows["log_pi_target"], lpb_ptr=rows["log_pi_behavior"],
+                            v_ptr=rows["values"], r_ptr=rows["rewards"],
+                            term_ptr=rows["terminateds"], trunc_ptr=rows["truncateds"],
+                            boot_ptr=rows["bootstrap_values"], last_ptr=last),
+           **L.layout_args(rows, vs), **L.scalar_args(gamma=gamma, rho_bar=rho_bar, c_bar=c_bar),
+           HAS_TRUNC=truncateds is not None, HAS_BOOT=bootstrap_values is not None,
+           HAS_LAST=last is not None)
+    return vs_out.result(), adv_out.result()
 
 
-def _vtrace_torch(rows, last, gamma, rho_bar, c_bar):
-    coef = C.vtrace_coefficients(rows["lpt"], rows["lpb"], rows["v"], rows["r"], rows["term"],
-                                 rows["trunc"], gamma, rho_bar, c_bar, rows["boot"], last)
-    acc = coef.alpha.dtype
-    v, r = rows["v"].to(acc), rows["r"].to(acc)
-    term = rows["term"].to(acc)
-    trunc = torch.zeros_like(v) if rows["trunc"] is None else rows["trunc"].to(acc)
-    boot = None if rows["boot"] is None else rows["boot"].to(acc)
-    vs = torch_affine_scan(coef.alpha, coef.beta, coef.carry, True) + v
-    window = C.window_value(v, boot, last)
-    rho, _ = C.vtrace_ratios(rows["lpt"], rows["lpb"], rho_bar, c_bar, acc)
+def _coefficients(rows, s):
+    return C.vtrace_coefficients(rows["log_pi_target"], rows["log_pi_behavior"], rows["values"],
+                                 rows["rewards"], rows["terminateds"], rows["truncateds"],
+                                 s["gamma"], s["rho_bar"], s["c_bar"], rows["bootstrap_values"],
+                                 rows["last_value"])
+
+
+def _outputs(delta, rows, s):
+    """``(vs, advantages)`` from the scanned ``Delta = vs - V`` (torch; differentiable)."""
+    acc = delta.dtype
+    v, r = rows["values"].to(acc), rows["rewards"].to(acc)
+    term = rows["terminateds"].to(acc)
+    trunc = torch.zeros_like(v) if rows["truncateds"] is None else rows["truncateds"].to(acc)
+    boot = None if rows["bootstrap_values"] is None else rows["bootstrap_values"].to(acc)
+    vs = delta + v
+    window = C.window_value(v, boot, rows["last_value"])
+    rho, _ = C.vtrace_ratios(rows["log_pi_target"], rows["log_pi_behavior"], s["rho_bar"],
+                             s["c_bar"], acc)
     next_target = C.window_next(vs, trunc, boot, window)
-    adv = rho * (r + gamma * (1 - term) * next_target - v)
-    return vs, adv
+    return vs, rho * (r + s["gamma"] * (1 - term) * next_target - v)
+
+
+vtrace_op = register(Spec("vtrace", ("log_pi_target", "log_pi_behavior", "values", "rewards",
+                                     "terminateds", "truncateds", "bootstrap_values",
+                                     "last_value"), ("gamma", "rho_bar", "c_bar"), _coefficients,
+                          per_row=("last_value",), n_outputs=2,
+                          state=lambda outs, rows: outs[0] - rows["values"],
+                          outputs=_outputs), _vtrace)
