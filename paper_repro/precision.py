@@ -171,7 +171,7 @@ def errors(out: torch.Tensor, ref: torch.Tensor) -> dict:
 # Documented bound on max_rel: a * u(dtype) + B_ACC * u(fp32) * horizon. Against rounded
 # inputs a = 2 (one ulp of output rounding: the Triton interpreter truncates to bf16, GPUs and
 # torch round to nearest, half that); against unrounded inputs the rounded inputs add up to
-# ~3 u (V-trace's log-probabilities), so a = 6. B_ACC: fp32 accumulation, >= 7x the data.
+# ~3 u (V-trace's log-probabilities), so a = 6. B_ACC: fp32 accumulation, >= 6x the data.
 BOUNDS = {"rounded": 2.0, "unrounded": 6.0}
 B_ACC = 4.0
 
@@ -251,6 +251,7 @@ def provenance(device: torch.device, grid, argv, elapsed: float) -> dict:
         "device_type": device.type,
         "cpu_path": cpu_path if device.type == "cpu" else None,
         "torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda,
+        "processor": platform.processor() or platform.machine(),
         "python": platform.python_version(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(["python", "-m", "paper_repro.precision", *argv]),
@@ -287,8 +288,9 @@ def main(argv=None) -> None:
     grid = seq_lens(args.max_T, args.quick)
     t0 = time.perf_counter()
     rows = study(grid, device)
-    write(args.out, rows, provenance(device, grid, argv, time.perf_counter() - t0))
-    print(f"{len(rows)} rows -> {args.out / 'precision.csv'} ({math.ceil(time.perf_counter() - t0)} s)")
+    elapsed = time.perf_counter() - t0
+    write(args.out, rows, provenance(device, grid, argv, elapsed))
+    print(f"{len(rows)} rows -> {args.out / 'precision.csv'} ({math.ceil(elapsed)} s)")
 
 
 if __name__ == "__main__":
