@@ -90,10 +90,10 @@ def _roofline_specs(shapes):
 SUITES = {s.name: s for s in [
     _headline(),
     Suite("grid", "the 12-shape main grid, all seven estimators, plain path (paper Tables 4, 6); "
-          "loops for GAE only (claim H-8)", _specs(GRID),
+          "loops for GAE and Retrace only (claims H-8, R-6)", _specs(GRID),
           ("ours", "doubling-compiled", "loop-gpu", "numpy-cpu", "rl-triton"),
           quick_specs=_specs(((64, 512), (512, 128)), ("gae", "prefix_sum")),
-          only={"loop-gpu": ("gae",), "numpy-cpu": ("gae",)}),
+          only={"loop-gpu": ("gae", "retrace"), "numpy-cpu": ("gae", "retrace")}),
     Suite("truncation", "truncations and bootstrap values at the paper's four headline configs "
           "(truncation tables; 4096 x 128 is in 'headline')",
           _specs(TRUNCATION_SHAPES, TRUNCATION_ALGORITHMS, "trunc"),

@@ -11,6 +11,7 @@ import functools
 import math
 import numbers
 import os
+import struct
 from dataclasses import dataclass
 
 import torch
@@ -54,7 +55,8 @@ def validation_requested(validate: bool) -> bool:
 # ----------------------------------------------------------------------------- checks
 
 def check_tensor(name, x, *, like=None, floating=True, flag=False, optional=False, shape=None):
-    """Type, dtype, device and shape checks that never read tensor values."""
+    """Type, dtype, device and shape checks that never read tensor values. ``shape`` may be a
+    callable, evaluated only when ``x`` is given."""
     if x is None:
         if optional:
             return
@@ -69,12 +71,14 @@ def check_tensor(name, x, *, like=None, floating=True, flag=False, optional=Fals
     if like is not None:
         if x.device != like.device:
             raise ValueError(f"{name} is on {x.device} but the inputs are on {like.device}")
-        want = like.shape if shape is None else shape
+        want = like.shape if shape is None else shape() if callable(shape) else shape
         if tuple(x.shape) != tuple(want):
             raise ValueError(f"{name} must have shape {tuple(want)}, got {tuple(x.shape)}")
 
 
 def check_scalar(name, value, *, low=None):
+    if type(value) is float and math.isfinite(value) and low is None:
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     value = float(value)
@@ -109,6 +113,8 @@ def check_exclusive(terminateds, truncateds):
 
 def to_rows(x: torch.Tensor, axis: int) -> torch.Tensor:
     """View a tensor with time on ``axis`` as ``[B, T]`` (copies only if no view exists)."""
+    if axis == 1 and x.dim() == 2:
+        return x
     x = x.movedim(axis, -1)
     return x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
 
@@ -160,9 +166,10 @@ def result_dtype(*tensors) -> torch.dtype:
     return out
 
 
+@functools.lru_cache(maxsize=256)
 def split_scalar(value: float):
     """(hi, lo) float32 pair whose sum carries a float64 scalar into a float64 kernel."""
-    hi = float(torch.tensor(value, dtype=torch.float32))
+    hi = struct.unpack("f", struct.pack("f", value))[0]
     return hi, value - hi
 
 
@@ -287,7 +294,7 @@ class Output:
     def __init__(self, like: torch.Tensor, axis: int, dtype, rows: Rows):
         self.tensor = torch.empty_like(like, dtype=dtype)
         view = to_rows(self.tensor, axis)
-        self._is_view = view.untyped_storage().data_ptr() == \
+        self._is_view = view is self.tensor or view.untyped_storage().data_ptr() == \
             self.tensor.untyped_storage().data_ptr()
         self.rows = view if self._is_view else rows.empty(dtype, like.device)
         self._like, self._axis = like, axis

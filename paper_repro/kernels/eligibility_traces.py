@@ -65,7 +65,7 @@ def decayed_sum(name, x, dones, decay, seed_values, previous_done, time_dim, val
     L.check_tensor("dones", dones, like=x, flag=True)
     axis = L.time_axis(x, time_dim)
     L.check_tensor("seed_values", seed_values, like=x, optional=True,
-                   shape=L.batch_shape(x, axis))
+                   shape=lambda: L.batch_shape(x, axis))
     if L.validation_requested(validate):
         L.check_binary("dones", dones)
     fn = decayed_sum_op if needs_dispatch(x, seed_values) else _decayed_sum

@@ -125,7 +125,7 @@ def compute_vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds,
     L.check_tensor("bootstrap_values", bootstrap_values, like=rewards, optional=True)
     axis = L.time_axis(rewards, time_dim)
     L.check_tensor("last_value", last_value, like=rewards, optional=True,
-                   shape=L.batch_shape(rewards, axis))
+                   shape=lambda: L.batch_shape(rewards, axis))
     if last_value is not None and bootstrap_values is not None:
         raise ValueError("pass last_value or bootstrap_values, not both")
     gamma = L.check_scalar("gamma", gamma)
