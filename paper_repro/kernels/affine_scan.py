@@ -1,4 +1,4 @@
-"""The engine: one tiled affine scan that every estimator builds on (proofs/operator.py).
+"""The engine: one tiled affine scan that every estimator builds on (proofs/scan_operator.py).
 
 Each program owns ``BLOCK_B`` rows and walks a segment of time in tiles of ``BLOCK_T``,
 scanning each tile with ``tl.associative_scan`` and carrying the boundary value to the next

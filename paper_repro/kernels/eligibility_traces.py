@@ -1,4 +1,4 @@
-"""Accumulating eligibility traces as one fused forward scan (SPEC.md 1.6; proofs/derivations.py).
+"""Accumulating eligibility traces as one fused forward scan (SPEC.md 1.6; proofs/eligibility_traces.py).
 
 alpha_t = g_t,  beta_t = decay (1 - d_{t-1}) with d_{-1} = 0,  z_{-1} = seed.
 The episodic prefix sum is the same kernel with decay 1 (and, for ``starts_at``, d_t).

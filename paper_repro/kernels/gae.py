@@ -1,4 +1,4 @@
-"""Generalized Advantage Estimation as one fused backward scan (SPEC.md 1.1; proofs/derivations.py).
+"""Generalized Advantage Estimation as one fused backward scan (SPEC.md 1.1; proofs/gae.py).
 
 alpha_t = r_t + gamma (1 - term_t) nu_t - V_t,  beta_t = gamma lambda (1 - done_t),  A_T = 0,
 nu_t = (1 - trunc_t) V_{t+1} + trunc_t b_t for t < T-1 and the window value at T-1.

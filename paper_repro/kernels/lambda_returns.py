@@ -1,4 +1,4 @@
-"""TD(lambda) returns as one fused backward scan (SPEC.md 1.4; proofs/derivations.py).
+"""TD(lambda) returns as one fused backward scan (SPEC.md 1.4; proofs/lambda_returns.py).
 
 alpha_t = r_t + gamma (1 - lambda)(1 - done_t) n_t + gamma trunc_t b_t,
 beta_t = gamma lambda (1 - done_t),  G_T = b_{T-1} (0 without bootstrap values).

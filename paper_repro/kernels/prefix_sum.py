@@ -1,4 +1,4 @@
-"""Episodic prefix sum: the decayed-sum kernel with decay 1 (SPEC.md 1.7; proofs/boundaries.py).
+"""Episodic prefix sum: the decayed-sum kernel with decay 1 (SPEC.md 1.7; proofs/prefix_sum.py).
 
 ends_at: beta_t = 1 - d_{t-1};  starts_at: beta_t = 1 - d_t;  C_{-1} = seed.
 """

@@ -1,4 +1,4 @@
-"""V-trace targets and advantages in one fused backward scan (SPEC.md 1.2; proofs/derivations.py).
+"""V-trace targets and advantages in one fused backward scan (SPEC.md 1.2; proofs/vtrace.py).
 
 Delta_t = vs_t - V_t:  alpha_t = rho_t (r_t + gamma (1 - term_t) nu_t - V_t),
 beta_t = gamma c_t (1 - done_t),  Delta_T = 0.  The advantage's next target vs_{t+1} is the
