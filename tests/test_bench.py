@@ -1,0 +1,225 @@
+"""The benchmark harness on tiny CPU shapes: schema, upsert, gate, resume, CLI, analysis."""
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from paper_repro.bench import gate, results
+from paper_repro.bench.cli import main
+from paper_repro.bench.inputs import ALGORITHMS, TRUNCATION_ALGORITHMS, make_case
+from paper_repro.bench.providers import PROVIDERS, Prepared, Provider
+from paper_repro.bench.roofline import min_bytes_for, percent_of_roofline
+from paper_repro.bench.runner import Runner
+from paper_repro.bench.suites import SUITES, Spec, Suite
+
+CPU_PROVIDERS = ("ours", "doubling-eager", "loop-gpu", "numpy-cpu")
+
+
+def _suite(specs, providers=CPU_PROVIDERS, name="tiny"):
+    return Suite(name, "test suite", tuple(specs), tuple(providers))
+
+
+def _run(tmp_path, specs, providers=CPU_PROVIDERS, **kw):
+    runner = Runner(_suite(specs, providers), tmp_path, device="cpu", quick=True,
+                    progress=False, **kw)
+    return runner.run(), results.read_results(tmp_path / "tiny.csv")
+
+
+def _wrong_provider(shift=1e-2, value=None, crash=False):
+    def build(case):
+        fn = PROVIDERS["doubling-eager"].build(case)
+
+        def outputs(raw):
+            if crash:
+                raise RuntimeError("boom")
+            outs = fn.outputs(raw)
+            if value is not None:
+                return tuple(torch.full_like(o, value) for o in outs)
+            return tuple(o + shift for o in outs)
+        return Prepared(fn.call, outputs)
+    return Provider("wrong", "deliberately wrong", build)
+
+
+def test_every_estimator_and_variant_passes_the_gate(tmp_path):
+    specs = [Spec(a, 3, 17) for a in ALGORITHMS] + [Spec(a, 3, 17, "trunc")
+                                                     for a in TRUNCATION_ALGORITHMS]
+    rows, frame = _run(tmp_path, specs)
+    assert list(frame.columns) == results.COLUMNS
+    errs = frame[frame.metric == "max_abs_err"]
+    assert len(errs) == len(specs) * len(CPU_PROVIDERS)
+    assert (errs.status == "ok").all(), errs[errs.status != "ok"].note.tolist()
+    walls = frame[frame.metric == "wall"]
+    assert len(walls) == len(errs) and (walls.value > 0).all() and (walls.unit == "ms").all()
+
+
+@pytest.mark.parametrize("kind", ["shift", "nan", "crash"])
+def test_a_wrong_provider_is_rejected_and_never_timed(tmp_path, monkeypatch, kind):
+    provider = {"shift": _wrong_provider(), "nan": _wrong_provider(value=float("nan")),
+                "crash": _wrong_provider(crash=True)}[kind]
+    monkeypatch.setitem(PROVIDERS, "wrong", provider)
+    _, frame = _run(tmp_path, [Spec("gae", 4, 20), Spec("vtrace", 4, 20)], ("ours", "wrong"))
+    wrong = frame[frame.implementation == "wrong"]
+    assert set(wrong.status) == ({"error"} if kind == "crash" else {"failed"})
+    assert not wrong.metric.isin(["wall", "full_call", "device"]).any()
+    good = frame[frame.implementation == "ours"]
+    assert (good.status == "ok").all() and (good.metric == "wall").sum() == 2
+
+
+def test_upsert_replaces_rows_with_the_same_key(tmp_path):
+    path = tmp_path / "x.csv"
+    base = dict(suite="s", algorithm="gae", implementation="ours", num_envs=1, seq_len=2,
+                variant="plain", dtype="fp32", layout="NT", unit="ms", status="ok")
+    results.upsert(path, [dict(base, metric="wall", value=1.0),
+                          dict(base, metric="device", value=2.0)])
+    results.upsert(path, [dict(base, metric="wall", value=3.0),
+                          dict(base, metric="wall", num_envs=5, value=4.0)])
+    frame = results.read_results(path)
+    assert len(frame) == 3
+    assert frame[(frame.metric == "wall") & (frame.num_envs == 1)].value.tolist() == [3.0]
+
+
+def test_rerun_and_resume(tmp_path):
+    specs = [Spec("gae", 2, 9), Spec("prefix_sum", 2, 9)]
+    _, first = _run(tmp_path, specs, ("ours", "numpy-cpu"))
+    _, second = _run(tmp_path, specs, ("ours", "numpy-cpu"))
+    assert len(first) == len(second)
+    rows, _ = _run(tmp_path, specs, ("ours", "numpy-cpu"), resume=True)
+    assert rows == []
+
+
+def test_budget_stops_before_the_next_case(tmp_path):
+    runner = Runner(_suite([Spec("gae", 2, 9), Spec("vtrace", 2, 9)], ("numpy-cpu",)),
+                    tmp_path, device="cpu", quick=True, progress=False, budget_s=1e-9)
+    assert runner.run() == [] and not runner.finished
+
+
+def test_unavailable_and_over_budget_are_recorded(tmp_path, monkeypatch):
+    small = Provider("tight", "budgeted", PROVIDERS["numpy-cpu"].build, clock="cpu",
+                     max_seq_len=8)
+    monkeypatch.setitem(PROVIDERS, "tight", small)
+    _, frame = _run(tmp_path, [Spec("gae", 2, 16)], ("rl-triton", "pufferlib", "tight"))
+    status = frame.set_index("implementation").status.to_dict()
+    if not torch.cuda.is_available():
+        assert status["rl-triton"] == "unavailable" and status["pufferlib"] == "unavailable"
+    assert status["tight"] == "skipped"
+
+
+def test_gate_checks_windows_of_long_sequences():
+    case = make_case("gae", 2, gate.FULL_T + 3000)
+    expected = gate.expected_outputs(case)
+    assert len(expected.windows) == 3
+    out = PROVIDERS["loop-gpu"].build(case)
+    outputs = out.outputs(out.call())
+    assert gate.compare(expected, outputs).ok
+    broken = outputs[0].clone()
+    broken[1, expected.windows[1][0] + 5] += 1.0
+    result = gate.compare(expected, (broken,))
+    assert not result.ok and "off by" in result.message
+    forward = make_case("prefix_sum", 2, gate.FULL_T + 3000)
+    exp_f = gate.expected_outputs(forward)
+    out_f = PROVIDERS["numpy-cpu"].build(forward)
+    assert gate.compare(exp_f, out_f.outputs(out_f.call())).ok
+
+
+def test_gate_row_subset_and_time_major_layout():
+    case = make_case("vtrace", gate.MAX_ROWS + 10, 6, layout="TN")
+    assert case.args[0].shape == (6, gate.MAX_ROWS + 10)
+    expected = gate.expected_outputs(case)
+    assert expected.rows is not None and len(expected.rows) == gate.MAX_ROWS
+    prepared = PROVIDERS["ours"].build(case)
+    assert gate.compare(expected, prepared.outputs(prepared.call())).ok
+
+
+def test_inputs_follow_the_paper():
+    case = make_case("gae", 400, 500, "trunc")
+    rewards, values, term, trunc = case.args[:4]
+    boot = case.kwargs["bootstrap_values"]
+    assert abs(term.mean().item() - 0.05) < 0.01 and not (term * trunc).any()
+    assert (boot[:, -1] > 0).all() and ((boot[:, :-1] != 0) <= (trunc[:, :-1] != 0)).all()
+    again = make_case("gae", 400, 500, "trunc")
+    assert torch.equal(again.args[0], rewards)
+    retrace = make_case("retrace", 3, 5)
+    assert retrace.args[0].shape == (3, 5, 4) and not retrace.args[7].any()
+
+
+def test_roofline_bytes():
+    # GAE plain: rewards, values, terminateds read, advantages written, fp32
+    assert min_bytes_for("gae", 4096, 128) == 4 * 4096 * 128 * 4
+    assert min_bytes_for("vtrace", 10, 10) == (5 + 2) * 100 * 4
+    assert min_bytes_for("gae", 10, 10, dtype="bf16", flags="bool") == 100 * (2 + 2 + 1 + 2)
+    assert percent_of_roofline(4249e6, 1.0) == pytest.approx(100.0)
+
+
+def test_gpu_slug():
+    assert results.gpu_slug("NVIDIA H200") == "h200"
+    assert results.gpu_slug("NVIDIA H100 80GB HBM3") == "h100"
+    assert results.gpu_slug("cpu") == "cpu"
+
+
+def test_cli_writes_csv_and_provenance(tmp_path, capsys):
+    code = main(["headline", "--quick", "--out", str(tmp_path), "--providers", "numpy-cpu",
+                 "--device", "cpu", "--no-progress"])
+    assert code == 0
+    frame = results.read_results(tmp_path / "headline.csv")
+    assert set(frame.implementation) == {"numpy-cpu"} and (frame.status == "ok").all()
+    info = json.loads((tmp_path / "provenance.json").read_text())
+    assert info["suites"]["headline"]["command"].startswith("python -m paper_repro.bench")
+    from paper_repro.bench.provenance_summary import main as summary
+
+    summary([str(tmp_path.parent)])
+    assert "headline" in capsys.readouterr().out
+
+
+def test_cli_rejects_unknown_names():
+    with pytest.raises(SystemExit):
+        main(["no-such-suite"])
+    with pytest.raises(SystemExit):
+        main(["headline", "--providers", "nobody"])
+
+
+def test_suites_are_well_formed():
+    for suite in SUITES.values():
+        assert suite.specs and set(suite.providers) <= set(PROVIDERS)
+        for spec in suite.specs + suite.quick_specs:
+            assert spec.algorithm in ALGORITHMS
+            assert spec.variant == "plain" or spec.algorithm in TRUNCATION_ALGORITHMS
+
+
+def test_claims_report_lists_every_claim(tmp_path):
+    from paper_repro.bench.claims import claims_report
+    from paper_repro.paths import DATA
+
+    report = claims_report(DATA)
+    claims = pd.read_csv(DATA / "paper" / "claims.csv")
+    assert report.id.tolist() == claims.id.tolist()
+    assert set(report.kind) <= {"reproduced", "differs", "not measured"}
+
+
+def _fake_headline(tmp_path, rl_triton_ms):
+    import shutil
+
+    from paper_repro.paths import DATA
+
+    shutil.copytree(DATA / "paper", tmp_path / "paper")
+    rows = []
+    for algorithm in ALGORITHMS:
+        for impl, ms in (("doubling-compiled", 0.2), ("rl-triton", rl_triton_ms(algorithm)),
+                         ("ours", 0.05)):
+            rows.append(dict(suite="headline", algorithm=algorithm, implementation=impl,
+                             num_envs=4096, seq_len=128, variant="plain", dtype="fp32",
+                             layout="NT", metric="full_call", value=ms, unit="ms", status="ok"))
+    results.upsert(tmp_path / "h200" / "headline.csv", rows)
+    from paper_repro.bench.claims import claims_report
+
+    return claims_report(tmp_path).set_index("id")
+
+
+def test_claim_verdicts_follow_the_data(tmp_path):
+    fine = _fake_headline(tmp_path / "a", lambda a: 0.08)  # 2.5x everywhere
+    assert fine.loc["H-1", "verdict"] == "reproduced"
+    assert fine.loc["H-1", "measured"] == "2.50x" and fine.loc["H-1", "ours"] == "4.00x"
+    assert fine.loc["H-2", "kind"] == "differs"  # 2.5x is > 25 % above Retrace's 1.91x
+    slow = _fake_headline(tmp_path / "b", lambda a: 0.4 if a == "retrace" else 0.08)
+    assert slow.loc["H-1", "verdict"].startswith("differs (rl-triton slower")
+    assert slow.loc["H-4", "kind"] == "not measured"
