@@ -43,7 +43,7 @@ setup: $(PY_DEP)
 	@$(PY) -c "import torch, triton; print('torch', torch.__version__, '| triton', triton.__version__, '| cuda', torch.cuda.is_available())"
 
 test: $(PY_DEP)
-	$(PY) -m pytest -q -n 2 -p no:cacheprovider
+	$(PY) -m pytest -q -n 2 -p no:cacheprovider tests --doctest-modules paper_repro/kernels
 
 test-gpu: $(PY_DEP)
 	$(PY) -m pytest -q -m gpu -p no:cacheprovider

@@ -41,3 +41,33 @@ def test_bit_identical_reruns(est):
     second = outputs(est.call(P, d))
     for a, b in zip(first, second):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_cuda_graph_capture_and_replay(est):
+    d = make_inputs(64, 300, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        est.call(P, d)  # compile and warm up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = outputs(est.call(P, d))
+    for key in ("r", "v", "n", "nq"):
+        d[key].mul_(-0.5).add_(0.25)  # new data in the captured buffers
+    graph.replay()
+    torch.cuda.synchronize()
+    for g, w in zip(captured, outputs(est.call(ref, d))):
+        assert_close(est.name, g, w, TOL[torch.float32])
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_no_host_synchronisation(est):
+    d = make_inputs(64, 300, device="cuda")
+    est.call(P, d)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        est.call(P, d)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
