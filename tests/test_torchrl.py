@@ -41,10 +41,10 @@ def feat(x):
     return None if x is None else x.unsqueeze(-1)
 
 
-def episodes(N, T, dtype, device, seed=0, open_end=False):
+def episodes(N, T, dtype, seed=0, open_end=False):
     """Random episodic inputs plus their TorchRL form (done, next_state_value), [N, T, 1].
     ``open_end``: no flag at T-1, so every row's last episode runs past the window."""
-    d = make_inputs(N, T, dtype=dtype, flag_dtype=torch.bool, device=device, seed=seed)
+    d = make_inputs(N, T, dtype=dtype, flag_dtype=torch.bool, seed=seed)
     if open_end:
         d["term"][:, -1] = d["trunc"][:, -1] = False
     term, trunc, boot = d["term"], d["trunc"], d["boot"]
@@ -54,6 +54,12 @@ def episodes(N, T, dtype, device, seed=0, open_end=False):
     out = {k: feat(x) for k, x in d.items() if x is not None and x.dim() == 2}
     out.update(done=feat(term | trunc), nsv=feat(nsv), next_values=feat(n))
     return out
+
+
+def on(d, device):
+    """Our inputs on the backend's device; TorchRL always runs on the CPU (its conv1d paths
+    may use TF32 on a GPU, which would blur the comparison)."""
+    return {k: v.to(device) for k, v in d.items()}
 
 
 def filter_taps(decay):
@@ -66,48 +72,53 @@ def filter_taps(decay):
 @DTYPES
 @pytest.mark.parametrize("vectorised", [False, True], ids=["loop", "vec"])
 def test_gae_matches_torchrl(backend, dtype, vectorised):
-    d = episodes(3, 64, dtype, device_of(backend))
+    d = episodes(3, 64, dtype)
+    x = on(d, device_of(backend))
     fn = F.vec_generalized_advantage_estimate if vectorised else F.generalized_advantage_estimate
     adv, target = fn(GAMMA, LAMBDA, d["v"], d["nsv"], d["r"], d["done"], d["term"])
-    ours = P.compute_gae(d["r"], d["v"], d["term"], d["trunc"], GAMMA, LAMBDA, d["boot"],
+    ours = P.compute_gae(x["r"], x["v"], x["term"], x["trunc"], GAMMA, LAMBDA, x["boot"],
                          time_dim=-2, validate=True)
     assert ours.shape == adv.shape == (3, 64, 1)
     assert_close("gae", ours, adv, TOLS[dtype])
-    assert_close("value target", ours + d["v"], target, TOLS[dtype])
+    assert_close("value target", ours + x["v"], target, TOLS[dtype])
 
 
 def test_gae_time_major_and_all_terminal(backend):
     """A 2-D [T, N] tensor is TorchRL's default layout with envs as features; ours takes it
     with time_dim=0. terminated=None (TorchRL) == truncateds=None (ours): every done is final."""
-    d = episodes(4, 50, torch.float64, device_of(backend))
+    d = episodes(4, 50, torch.float64)
     tm = {k: d[k].squeeze(-1).t() for k in ("r", "v", "nsv", "done")}
     adv, _ = F.generalized_advantage_estimate(GAMMA, LAMBDA, tm["v"], tm["nsv"], tm["r"],
                                               tm["done"])
-    ours = P.compute_gae(tm["r"], tm["v"], tm["done"], None, GAMMA, LAMBDA,
-                         last_value=tm["nsv"][-1].contiguous(), time_dim=0)
+    x = on(tm, device_of(backend))
+    ours = P.compute_gae(x["r"], x["v"], x["done"], None, GAMMA, LAMBDA,
+                         last_value=x["nsv"][-1].contiguous(), time_dim=0)
     assert_close("gae time-major", ours, adv, 1e-12)
 
 
 @DTYPES
 @pytest.mark.parametrize("vectorised", [False, True], ids=["loop", "vec"])
 def test_td_lambda_matches_torchrl(backend, dtype, vectorised):
-    d = episodes(3, 64, dtype, device_of(backend))
+    d = episodes(3, 64, dtype)
+    x = on(d, device_of(backend))
     fn = F.vec_td_lambda_return_estimate if vectorised else F.td_lambda_return_estimate
     want = fn(GAMMA, LAMBDA, d["next_values"], d["r"], d["done"], d["term"])
-    ours = P.compute_lambda_returns(d["r"], d["next_values"], d["term"], d["trunc"], GAMMA,
-                                    LAMBDA, d["boot"], time_dim=-2, validate=True)
+    ours = P.compute_lambda_returns(x["r"], x["next_values"], x["term"], x["trunc"], GAMMA,
+                                    LAMBDA, x["boot"], time_dim=-2, validate=True)
     assert_close("td(lambda)", ours, want, TOLS[dtype])
 
 
 @DTYPES
 def test_vtrace_matches_torchrl(backend, dtype):
     """Including truncated steps, where the advantage bootstraps from the true next value."""
-    d = episodes(3, 64, dtype, device_of(backend))
+    d = episodes(3, 64, dtype)
+    x = on(d, device_of(backend))
     rho_bar, c_bar = 1.25, 0.875
     adv, vs = F.vtrace_advantage_estimate(GAMMA, d["lpt"], d["lpb"], d["v"], d["nsv"], d["r"],
                                           d["done"], d["term"], rho_bar, c_bar)
-    targets, ours = P.compute_vtrace(d["lpt"], d["lpb"], d["v"], d["r"], d["term"], d["trunc"],
-                                     GAMMA, rho_bar, c_bar, d["boot"], time_dim=-2, validate=True)
+    targets, ours = P.compute_vtrace(x["lpt"], x["lpb"], x["v"], x["r"], x["term"], x["trunc"],
+                                     GAMMA, rho_bar, c_bar, x["boot"], time_dim=-2, validate=True)
+    targets, ours = targets.cpu(), ours.cpu()
     assert_close("vtrace targets", targets, vs, TOLS[dtype])
     assert_close("vtrace advantages", ours, adv, TOLS[dtype])
     # The agreement is informative: shifting the targets across a truncation (the next
@@ -124,9 +135,10 @@ def test_vtrace_matches_torchrl(backend, dtype):
 @DTYPES
 def test_reward2go_matches_discounted_returns_without_bootstrap(backend, dtype):
     """reward2go == our discounted returns when every done is terminal and nothing bootstraps."""
-    d = episodes(3, 64, dtype, device_of(backend))
+    d = episodes(3, 64, dtype)
+    x = on(d, device_of(backend))
     want = F.reward2go(d["r"], d["done"], GAMMA)
-    ours = P.compute_discounted_returns(d["r"], d["done"], None, GAMMA, time_dim=-2)
+    ours = P.compute_discounted_returns(x["r"], x["done"], None, GAMMA, time_dim=-2)
     assert_close("reward2go", ours, want, TOLS[dtype])
 
 
@@ -139,21 +151,24 @@ def test_vectorised_filter_is_truncated(backend, name):
     decay = GAMMA if name == "reward2go" else GAMMA * LAMBDA
     K = filter_taps(decay)
     T = K + 40
-    one = torch.ones(2, T, 1, dtype=torch.float64, device=device_of(backend))
+    one = torch.ones(2, T, 1, dtype=torch.float64)
     zero, never = torch.zeros_like(one), torch.zeros_like(one, dtype=torch.bool)
+    x = on(dict(one=one, zero=zero, never=never), device_of(backend))
     if name == "gae":
         theirs, _ = F.vec_generalized_advantage_estimate(GAMMA, LAMBDA, zero, zero, one, never,
                                                          never)
-        ours = P.compute_gae(one, zero, never, gamma=GAMMA, lambda_=LAMBDA, time_dim=-2)
+        ours = P.compute_gae(x["one"], x["zero"], x["never"], gamma=GAMMA, lambda_=LAMBDA,
+                             time_dim=-2)
     elif name == "td_lambda":
         theirs = F.vec_td_lambda_return_estimate(GAMMA, LAMBDA, zero, one, never, never)
-        ours = P.compute_lambda_returns(one, zero, never, None, GAMMA, LAMBDA, time_dim=-2)
+        ours = P.compute_lambda_returns(x["one"], x["zero"], x["never"], None, GAMMA, LAMBDA,
+                                        time_dim=-2)
     else:
         theirs = F.reward2go(one, never, GAMMA)
-        ours = P.compute_discounted_returns(one, never, None, GAMMA, time_dim=-2)
+        ours = P.compute_discounted_returns(x["one"], x["never"], None, GAMMA, time_dim=-2)
     steps_left = T - torch.arange(T, dtype=torch.float64)  # T - t terms in the full sum
     tail = torch.where(steps_left > K, (decay**K - decay**steps_left) / (1 - decay), 0.0)
-    diff = (ours - theirs)[..., 0].cpu()
+    diff = (ours.cpu() - theirs)[..., 0]
     assert_close("missing filter tail", diff, tail.expand_as(diff), 1e-12)
     assert diff[:, 0].min() > 1e-9  # the tail is really there, far above rounding
     assert diff[:, T - K:].abs().max() < 1e-12  # and only beyond K steps from the end
@@ -166,7 +181,7 @@ def f32(x):
 def test_torchrl_rounds_gamma_to_float32():
     """TorchRL multiplies gamma by integer masks, giving float32 even for float64 inputs:
     with gamma = 0.99 it matches ours run with float32-rounded scalars, not with 0.99."""
-    d = episodes(3, 64, torch.float64, "cpu")
+    d = episodes(3, 64, torch.float64)
     gae_args = (d["r"], d["v"], d["term"], d["trunc"])
     vtrace_args = (d["lpt"], d["lpb"], d["v"], d["r"], d["term"], d["trunc"])
     # TorchRL GAE: delta uses float32(gamma), the trace decay float32(gamma * lambda).
@@ -190,7 +205,7 @@ def test_gae_reads_values_not_next_state_value():
     """Inside an episode TorchRL reads next_state_value[k], we read values[k + 1]. Perturbing
     next_state_value[k] by eps moves TorchRL's A_t (t <= k, same episode) by
     gamma (gamma lambda)^(k - t) eps and leaves ours unchanged."""
-    d = episodes(1, 40, torch.float64, "cpu", seed=3)
+    d = episodes(1, 40, torch.float64, seed=3)
     done = d["done"][0, :, 0]
     k = int(torch.nonzero(~done[:-1])[-1])  # last step with a successor in its episode
     start = int(torch.nonzero(done[:k])[-1]) + 1 if done[:k].any() else 0
@@ -214,7 +229,7 @@ def test_td_lambda_window_bootstrap_split():
     """TorchRL bootstraps the window end fully from next_state_value[T-1]; ours splits it
     between next_values[:, -1] (weight 1 - lambda) and bootstrap_values[:, -1] (weight lambda).
     Without the last column ours is lower by prod_{s=t}^{T-1} gamma lambda (1 - d_s) * V(s_T)."""
-    d = episodes(4, 48, torch.float64, "cpu", seed=1, open_end=True)
+    d = episodes(4, 48, torch.float64, seed=1, open_end=True)
     theirs = F.td_lambda_return_estimate(GAMMA, LAMBDA, d["next_values"], d["r"], d["done"],
                                          d["term"])
     interior_only = d["boot"].clone()
@@ -231,7 +246,7 @@ def test_td_lambda_window_bootstrap_split():
 def test_reward2go_never_bootstraps():
     """reward2go treats truncation as termination and has no window value: ours exceeds it by
     gamma^(e - t + 1) b_e where the episode of t ends at a truncation e (or runs past T-1)."""
-    d = episodes(3, 60, torch.float64, "cpu", seed=2)
+    d = episodes(3, 60, torch.float64, seed=2)
     theirs = F.reward2go(d["r"], d["done"], GAMMA)
     ours = P.compute_discounted_returns(d["r"], d["term"], d["trunc"], GAMMA, d["boot"],
                                         time_dim=-2)
