@@ -8,8 +8,8 @@ Per (inputs, estimator output, dtype, T) two references: the package's float64 p
 same rounded inputs (``*_vs_rounded``: the error the computation adds) and on the unrounded
 inputs (``*_vs_unrounded``: the error a user sees). For T <= LOOP_MAX_T the float64 path is
 also compared with the sequential loops of ``baselines.reference`` (dtype ``float64``,
-``*_vs_loop``). Writes ``precision.csv`` (tidy: estimator, dtype, seq_len, inputs, metric,
-value, device) and ``precision.json`` (provenance) to ``--out``.
+``*_vs_loop``; ``ref_max_abs`` is the scale). Writes ``precision.csv`` (tidy: estimator, dtype,
+seq_len, inputs, metric, value, device) and ``precision.json`` (provenance) to ``--out``.
 """
 from __future__ import annotations
 
@@ -39,7 +39,6 @@ INPUTS = ("episodic", "continuing")  # 5 % + 5 % episode ends, or none (longest 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 # Unit roundoff (half an ulp at 1) of each storage dtype.
 UNIT_ROUNDOFF = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-24}
-STATS = ("max_abs", "max_rel", "rms")
 COLUMNS = ("estimator", "dtype", "seq_len", "inputs", "metric", "value", "device")
 
 
