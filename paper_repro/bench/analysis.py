@@ -131,3 +131,32 @@ def fmt_range(values, digits=2, unit="x"):
     if f"{lo:.{digits}f}" == f"{hi:.{digits}f}":
         return f"{lo:.{digits}f}{unit}"
     return f"{lo:.{digits}f}-{hi:.{digits}f}{unit}"
+
+
+def select(table, **where):
+    """Rows of a cell-indexed table matching ``where``; levels matched by one value are dropped."""
+    if table is None or not len(table):
+        return pd.DataFrame()
+    index = table.index.to_frame(index=False)
+    keep = np.ones(len(table), dtype=bool)
+    single = []
+    for level, value in where.items():
+        many = isinstance(value, (list, tuple, set))
+        keep &= index[level].isin(value if many else [value]).to_numpy()
+        if not many:
+            single.append(level)
+    out = table[keep]
+    return out.droplevel(single) if len(single) < out.index.nlevels else out.reset_index(
+        drop=True)
+
+
+def by_shape(series):
+    """A (cell-indexed) speedup series as a shape x algorithm table with readable columns."""
+    if series is None or not len(series):
+        return pd.DataFrame()
+    wide = series.unstack("algorithm")
+    keep = [a for a in ALGORITHM_ORDER if a in wide.columns]
+    wide = wide[keep].rename(columns=ALGORITHM_LABELS)
+    drop = [lvl for lvl in wide.index.names if lvl not in ("num_envs", "seq_len")
+            and wide.index.get_level_values(lvl).nunique() == 1]
+    return wide.droplevel(drop) if drop else wide

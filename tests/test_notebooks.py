@@ -1,0 +1,25 @@
+"""Every notebook executes top to bottom on the CPU (quick mode) without a cell error."""
+import os
+
+import pytest
+
+from paper_repro.notebooks_runner import ordered, run
+from paper_repro.paths import NOTEBOOKS, ROOT
+
+pytest.importorskip("papermill")
+NOTEBOOK_PATHS = ordered(NOTEBOOKS)
+
+
+def test_runner_order_puts_the_claims_report_last():
+    names = [p.stem for p in NOTEBOOK_PATHS]
+    if "claims_report" in names:
+        assert names[-1] == "claims_report"
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=[p.stem for p in NOTEBOOK_PATHS])
+def test_notebook_executes(path, tmp_path, monkeypatch):
+    paths = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    run(path, output=tmp_path / path.name, quick=True, cwd=NOTEBOOKS)
+    assert (tmp_path / path.name).exists()
