@@ -17,7 +17,8 @@ def _as_tuple(x):
 
 
 def _check(name, got, expected, tol=1e-4):
-    for g, e in zip(_as_tuple(got), _as_tuple(expected)):
+    assert len(_as_tuple(got)) >= len(_as_tuple(expected)), f"{name}: too few outputs"
+    for g, e in zip(_as_tuple(got), _as_tuple(expected), strict=False):
         g = torch.as_tensor(np.asarray(g) if not torch.is_tensor(g) else g).double()
         assert torch.isfinite(g).all(), f"{name}: non-finite output"
         err = (g - e).abs().max().item()
@@ -27,7 +28,8 @@ def _check(name, got, expected, tol=1e-4):
 def _call(kind, case):
     fn = getattr(ops, f"{case.algorithm}_{kind}")
     if kind == "numpy":
-        to_np = (lambda x: x.numpy() if torch.is_tensor(x) else x)
+        def to_np(x):
+            return x.numpy() if torch.is_tensor(x) else x
         return fn(*map(to_np, case.args), **{k: to_np(v) for k, v in case.kwargs.items()})
     return fn(*case.args, **case.kwargs)
 

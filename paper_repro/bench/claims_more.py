@@ -207,8 +207,9 @@ def _ppo(f, p, hidden, envs, arm, metric):
     summary = p.get("ppo_summary", pd.DataFrame())
     if summary.empty:
         return float("nan")
-    rows = summary[(summary.arm == arm) & (summary.metric == metric) & (summary.h1 == hidden)
-                   & (summary.N == envs) & (summary.T == 128) & (summary.stage.fillna("") == "")]
+    keep = (summary.arm == arm) & (summary.metric == metric) & (summary.h1 == hidden)
+    keep &= (summary["N"] == envs) & (summary["T"] == 128) & (summary.stage.fillna("") == "")
+    rows = summary[keep]
     if "recompute" in rows:
         rows = rows[~rows.recompute.astype(bool)]
     return float(rows["median"].iloc[0]) if len(rows) else float("nan")

@@ -13,16 +13,17 @@ from paper_repro.bench.inputs import ALGORITHMS, TRUNCATION_ALGORITHMS
 GRID = ((64, 512), (128, 1024), (256, 1024), (512, 2048), (512, 4096), (512, 128), (512, 512),
         (4096, 128), (4096, 512), (4096, 2048), (16384, 128), (16384, 512))
 # the paper's production table has N in {4096, 8192, 16384, 32768, 38400}; the ends are kept
-PRODUCTION = tuple((n, t) for t in (80, 128) for n in (4096, 32768)) + ((16384, 16),)
+PRODUCTION = ((4096, 80), (32768, 128), (16384, 16))
 # the truncation tables' shapes besides the headline: the paper's HEADLINE_CONFIGS
 TRUNCATION_SHAPES = ((64, 512), (256, 1024), (512, 4096), (16384, 512))
 PUFFER_PRODUCTION = tuple((n, t) for t in (128, 512, 1024, 2048, 4096)
                           for n in (128, 512, 2048, 8192))
 PUFFER_MASSIVE = tuple((n, t) for t in (8, 16, 32, 64, 128) for n in (4096, 8192, 16384, 32768))
-LONG = tuple((16, t) for t in (8192, 65536, 131072, 262144, 524288)) + ((64, 131072),
-                                                                         (4, 1048576))
+LONG = tuple((16, t) for t in (65536, 131072, 262144, 524288)) + ((64, 131072), (4, 1048576))
+# retrace and eligibility traces share their engine paths with the five kept here
+LONG_ALGORITHMS = ("gae", "vtrace", "lambda_returns", "discounted_returns", "prefix_sum")
 RETRACE_T = tuple((512, t) for t in (1024, 2048, 4096, 8192))
-ROOFLINE = ((4096, 128), (16384, 128), (32768, 32), (512, 4096), (64, 131072), (4, 1048576))
+ROOFLINE = ((4096, 128), (32768, 32), (512, 4096), (64, 131072))
 HEADLINE = (4096, 128)
 COMPILED = ("doubling-compiled", "assoc-scan-compiled")
 ROOFLINE_BANDWIDTH_GBPS = 4249.0  # H200 device-to-device copy, bytes read + written (GPU.md)
@@ -53,6 +54,7 @@ class Suite:
     quick_specs: tuple = ()
     trials: int = 5
     n_iter: int | None = None  # None: the paper's rule, paper_n_iter(N, T)
+    trial_seconds: float = 0.5  # cap on one trial's duration (slow providers at big shapes)
     derived: tuple = field(default=())  # "overhead", "roofline"
     only: dict = field(default_factory=dict)  # provider -> the algorithms it runs here
 
@@ -91,24 +93,27 @@ SUITES = {s.name: s for s in [
     _headline(),
     Suite("grid", "the 12-shape main grid, all seven estimators, plain path (paper Tables 4, 6); "
           "loops for GAE and Retrace only (claims H-8, R-6)", _specs(GRID),
-          ("ours", "doubling-compiled", "loop-gpu", "numpy-cpu", "rl-triton"),
+          ("ours", "doubling-compiled", "loop-gpu", "rl-triton"),
           quick_specs=_specs(((64, 512), (512, 128)), ("gae", "prefix_sum")),
-          only={"loop-gpu": ("gae", "retrace"), "numpy-cpu": ("gae", "retrace")}),
+          only={"loop-gpu": ("gae", "retrace")}),
     Suite("truncation", "truncations and bootstrap values at the paper's four headline configs "
           "(truncation tables; 4096 x 128 is in 'headline')",
           _specs(TRUNCATION_SHAPES, TRUNCATION_ALGORITHMS, "trunc"),
           ("ours", "doubling-compiled", "rl-triton"),
           quick_specs=_specs(((64, 512),), ("gae", "discounted_returns"), "trunc")),
-    Suite("production", "production regime: T in {80, 128} x N in {4096, 32768}, plus (16384, 16)",
+    Suite("production", "production regime: (4096, 80), (32768, 128) and the boundary row "
+          "(16384, 16); 4096 x 128 is in 'headline'",
           _specs(PRODUCTION), ("ours", "doubling-compiled", "rl-triton"),
           ("full_call", "device", "amortized"),
           quick_specs=_specs(((4096, 80), (16384, 16)), ("gae",))),
     Suite("pufferlib", "GAE against PufferLib's CUDA kernel on 40 shapes (paper Fig. 3)",
           _specs(PUFFER_PRODUCTION + PUFFER_MASSIVE, ("gae",)),
           ("ours", "pufferlib", "rl-triton"), ("full_call", "device", "amortized"),
-          _specs(((128, 128), (4096, 8), (32768, 32)), ("gae",)), trials=11, n_iter=100),
-    Suite("long", "few long sequences: N=16 x T up to 524288, 64 x 131072, 4 x 1048576",
-          _specs(LONG), ("ours",) + COMPILED + ("rl-triton", "pufferlib", "torchrl"),
+          _specs(((128, 128), (4096, 8), (32768, 32)), ("gae",)), trials=11, n_iter=100,
+          trial_seconds=0.25),
+    Suite("long", "few long sequences: N=16 x T in 65536 ... 524288, 64 x 131072, 4 x 1048576",
+          _specs(LONG, LONG_ALGORITHMS),
+          ("ours",) + COMPILED + ("rl-triton", "pufferlib", "torchrl"),
           quick_specs=_specs(((16, 8192), (4, 65536)), ("gae", "prefix_sum")),
           only={"assoc-scan-compiled": ("gae", "prefix_sum"), "torchrl": ("gae",)}),
     Suite("retrace_t", "Retrace across T at N=512 (the paper's register cliff, claims R-*)",
