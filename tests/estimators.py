@@ -153,7 +153,8 @@ LAYOUTS = [
            lambda x: x.reshape(_split(x.shape[0]), -1),
            lambda y: y.transpose(1, 2).reshape(-1, y.shape[1]), 1),
     Layout("strided", lambda x: torch.stack([x, x], -1)[..., 0],
-           lambda x: torch.cat([x, x], -1)[..., : x.shape[-1]], lambda x: x, lambda y: y, -1),
+           lambda x: torch.cat([x, x], -1)[..., : x.shape[-1]],
+           lambda x: torch.stack([x, x], -1)[..., 1], lambda y: y, -1),
 ]
 
 

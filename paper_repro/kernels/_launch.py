@@ -126,8 +126,8 @@ def action_rows(x: torch.Tensor, axis: int) -> torch.Tensor:
 
 
 def vector_rows(x: torch.Tensor | None, n: int) -> torch.Tensor | None:
-    """A per-row tensor (batch shape) as a flat ``[B]`` vector."""
-    return None if x is None else x.reshape(n)
+    """A per-row tensor (batch shape) as a contiguous ``[B]`` vector (kernels read it densely)."""
+    return None if x is None else x.reshape(n).contiguous()
 
 
 def common_strides(tensors):

@@ -52,6 +52,32 @@ def chunk_times(i, t_begin, n_chunks, BLOCK_T: tl.constexpr, REVERSE: tl.constex
 
 
 @triton.jit
+def tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+                 BLOCK_T: tl.constexpr, REVERSE: tl.constexpr):
+    """The i-th tile of this program's segment: times [BLOCK_T], mask and offsets [BLOCK_B, BLOCK_T]."""
+    t = chunk_times(i, t_begin, n_chunks, BLOCK_T, REVERSE)
+    mask = row_mask[:, None] & (t < T)[None, :]
+    return t, mask, rows[:, None] * stride_b + t[None, :] * stride_t
+
+
+@triton.jit
+def store_tile(ptr, value, rows, t, mask, stride_b, stride_t):
+    tl.store(ptr + rows[:, None] * stride_b + t[None, :] * stride_t,
+             value.to(ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.constexpr, ACC: tl.constexpr):
+    """(terminated, truncated) tiles as ACC floats; no truncations reads nothing."""
+    term = tl.load(term_ptr + offs, mask=mask, other=0).to(ACC)
+    if HAS_TRUNC:
+        trunc = tl.load(trunc_ptr + offs, mask=mask, other=0).to(ACC)
+    else:
+        trunc = tl.zeros_like(term)
+    return term, trunc
+
+
+@triton.jit
 def column(x, col, BLOCK_T: tl.constexpr):
     cols = tl.arange(0, BLOCK_T)
     return tl.sum(tl.where(cols[None, :] == col, x, 0.0), axis=1)
@@ -124,16 +150,14 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, B, T, n_
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE, REVERSE)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for i in range(n_chunks):
-        t = chunk_times(i, t_begin, n_chunks, BLOCK_T, REVERSE)
-        mask = row_mask[:, None] & (t < T)[None, :]
-        offs = rows[:, None] * stride_b + t[None, :] * stride_t
+        t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+                                     BLOCK_T, REVERSE)
         alpha = tl.load(alpha_ptr + offs, mask=mask, other=0.0).to(ACC)
         beta = tl.load(beta_ptr + offs, mask=mask, other=1.0).to(ACC)
         out, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, REVERSE)
         agg_b = agg_b * b_edge
         if PHASE != 1:
-            o_offs = rows[:, None] * out_stride_b + t[None, :] * out_stride_t
-            tl.store(out_ptr + o_offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+            store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 

@@ -13,13 +13,14 @@ from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels.autograd import Spec, needs_dispatch, register
 from paper_repro.kernels.affine_scan import (
-    chunk_times,
     incoming_carry,
     launch,
     row_block,
     scan_tile,
     segment_chunks,
     store_aggregate,
+    store_tile,
+    tile_offsets,
 )
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
@@ -40,9 +41,8 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr,
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE, False)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for i in range(n_chunks):
-        t = chunk_times(i, t_begin, n_chunks, BLOCK_T, False)
-        mask = row_mask[:, None] & (t < T)[None, :]
-        offs = rows[:, None] * stride_b + t[None, :] * stride_t
+        t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+                                     BLOCK_T, False)
         alpha = tl.load(x_ptr + offs, mask=mask, other=0.0).to(ACC)
         if PREVIOUS_DONE:
             # "ends at": the flag at t-1 resets the sum entering step t.
@@ -53,8 +53,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr,
         out, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, False)
         agg_b = agg_b * b_edge
         if PHASE != 1:
-            o_offs = rows[:, None] * out_stride_b + t[None, :] * out_stride_t
-            tl.store(out_ptr + o_offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+            store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 

@@ -13,15 +13,34 @@ from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels.autograd import Spec, needs_dispatch, register
 from paper_repro.kernels.affine_scan import (
-    chunk_times,
     incoming_carry,
+    load_flags,
     launch,
     row_block,
     scan_tile,
     segment_chunks,
     store_aggregate,
+    store_tile,
+    tile_offsets,
 )
 from paper_repro.kernels.torch_scan import torch_affine_scan
+
+
+@triton.jit
+def next_state_value(v_ptr, boot_ptr, last, offs, mask, t, T, stride_t, trunc,
+                     HAS_BOOT: tl.constexpr, HAS_LAST: tl.constexpr, ACC: tl.constexpr):
+    """nu_t: V_{t+1} inside an episode, b_t at truncations, the window value at T-1."""
+    is_last = (t == T - 1)[None, :]
+    v_next = tl.load(v_ptr + offs + stride_t, mask=mask & (t + 1 < T)[None, :],
+                     other=0.0).to(ACC)
+    nu = (1.0 - trunc) * v_next
+    if HAS_BOOT:
+        # Bootstrap values are read only where they are used: truncations and T-1.
+        b = tl.load(boot_ptr + offs, mask=mask & ((trunc != 0) | is_last), other=0.0).to(ACC)
+        nu = tl.where(is_last, b, nu + trunc * b)
+    if HAS_LAST:
+        nu = tl.where(is_last, last[:, None], nu)
+    return nu
 
 
 @triton.jit
@@ -38,37 +57,23 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, tl.zeros([BLOCK_B], ACC), PHASE,
                            True)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
+    last = tl.zeros([BLOCK_B], ACC)
     if HAS_LAST:
         last = tl.load(last_ptr + rows, mask=row_mask, other=0.0).to(ACC)
     for i in range(n_chunks):
-        t = chunk_times(i, t_begin, n_chunks, BLOCK_T, True)
-        mask = row_mask[:, None] & (t < T)[None, :]
-        is_last = (t == T - 1)[None, :]
-        offs = rows[:, None] * stride_b + t[None, :] * stride_t
+        t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+                                     BLOCK_T, True)
         r = tl.load(r_ptr + offs, mask=mask, other=0.0).to(ACC)
         v = tl.load(v_ptr + offs, mask=mask, other=0.0).to(ACC)
-        v_next = tl.load(v_ptr + offs + stride_t, mask=mask & (t + 1 < T)[None, :],
-                         other=0.0).to(ACC)
-        term = tl.load(term_ptr + offs, mask=mask, other=0).to(ACC)
-        if HAS_TRUNC:
-            trunc = tl.load(trunc_ptr + offs, mask=mask, other=0).to(ACC)
-        else:
-            trunc = tl.zeros_like(term)
-        nu = (1.0 - trunc) * v_next
-        if HAS_BOOT:
-            # Bootstrap values are read only where they are used: truncations and T-1.
-            b = tl.load(boot_ptr + offs, mask=mask & ((trunc != 0) | is_last), other=0.0)
-            b = b.to(ACC)
-            nu = tl.where(is_last, b, nu + trunc * b)
-        if HAS_LAST:
-            nu = tl.where(is_last, last[:, None], nu)
+        term, trunc = load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, ACC)
+        nu = next_state_value(v_ptr, boot_ptr, last, offs, mask, t, T, stride_t, trunc,
+                              HAS_BOOT, HAS_LAST, ACC)
         alpha = tl.where(mask, r + g * (1.0 - term) * nu - v, 0.0)
         beta = tl.where(mask, gl * (1.0 - tl.minimum(term + trunc, 1.0)), 1.0)
         out, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, True)
         agg_b = agg_b * b_edge
         if PHASE != 1:
-            o_offs = rows[:, None] * out_stride_b + t[None, :] * out_stride_t
-            tl.store(out_ptr + o_offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+            store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 

@@ -13,13 +13,15 @@ import triton.language as tl
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels.affine_scan import (
-    chunk_times,
     incoming_carry,
+    load_flags,
     launch,
     row_block,
     scan_tile,
     segment_chunks,
     store_aggregate,
+    store_tile,
+    tile_offsets,
 )
 from paper_repro.kernels.autograd import Spec, needs_dispatch, register
 from paper_repro.kernels.gae import check_flags
@@ -44,15 +46,10 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE, True)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for i in range(n_chunks):
-        t = chunk_times(i, t_begin, n_chunks, BLOCK_T, True)
-        mask = row_mask[:, None] & (t < T)[None, :]
-        offs = rows[:, None] * stride_b + t[None, :] * stride_t
+        t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+                                     BLOCK_T, True)
         alpha = tl.load(r_ptr + offs, mask=mask, other=0.0).to(ACC)
-        term = tl.load(term_ptr + offs, mask=mask, other=0).to(ACC)
-        if HAS_TRUNC:
-            trunc = tl.load(trunc_ptr + offs, mask=mask, other=0).to(ACC)
-        else:
-            trunc = tl.zeros_like(term)
+        term, trunc = load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, ACC)
         keep = 1.0 - tl.minimum(term + trunc, 1.0)
         if HAS_NEXT:
             n = tl.load(next_ptr + offs, mask=mask, other=0.0).to(ACC)
@@ -65,8 +62,7 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
         out, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, True)
         agg_b = agg_b * b_edge
         if PHASE != 1:
-            o_offs = rows[:, None] * out_stride_b + t[None, :] * out_stride_t
-            tl.store(out_ptr + o_offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+            store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 

@@ -15,14 +15,16 @@ import triton.language as tl
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels.affine_scan import (
-    chunk_times,
     incoming_carry,
+    load_flags,
     launch,
     next_in_time,
     row_block,
     scan_tile,
     segment_chunks,
     store_aggregate,
+    store_tile,
+    tile_offsets,
 )
 from paper_repro.kernels.autograd import Spec, needs_dispatch, register
 from paper_repro.kernels.gae import check_flags
@@ -58,10 +60,9 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
                            True)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for i in range(n_chunks):
-        t = chunk_times(i, t_begin, n_chunks, BLOCK_T, True)
-        mask = row_mask[:, None] & (t < T)[None, :]
+        t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+                                     BLOCK_T, True)
         next_mask = mask & (t + 1 < T)[None, :]
-        offs = rows[:, None] * stride_b + t[None, :] * stride_t
         offs3 = rows[:, None] * stride3_b + t[None, :] * stride3_t
         expect = tl.zeros([BLOCK_B, BLOCK_T], ACC)
         for a in range(A):
@@ -77,11 +78,7 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
         c_next = tl.where(next_mask, lam_ * tl.minimum(ratio_next, c_max), 0.0)
         r = tl.load(r_ptr + offs, mask=mask, other=0.0).to(ACC)
         q = tl.load(q_ptr + offs, mask=mask, other=0.0).to(ACC)
-        term = tl.load(term_ptr + offs, mask=mask, other=0).to(ACC)
-        if HAS_TRUNC:
-            trunc = tl.load(trunc_ptr + offs, mask=mask, other=0).to(ACC)
-        else:
-            trunc = tl.zeros_like(term)
+        term, trunc = load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, ACC)
         discount = g * (1.0 - term)
         alpha = tl.where(mask, r + discount * expect - q, 0.0)
         beta = tl.where(mask, g * c_next * (1.0 - tl.minimum(term + trunc, 1.0)), 1.0)
@@ -93,9 +90,8 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
             q_next = tl.load(q_ptr + offs + stride_t, mask=next_mask, other=0.0).to(ACC)
             q_ret_next = next_in_time(delta, carry_in, BLOCK_T) + q_next
             adv = tl.minimum(ratio, rho_max) * (r + discount * q_ret_next - q)
-            o_offs = rows[:, None] * out_stride_b + t[None, :] * out_stride_t
-            tl.store(out_ptr + o_offs, (delta + q).to(out_ptr.dtype.element_ty), mask=mask)
-            tl.store(adv_ptr + o_offs, adv.to(adv_ptr.dtype.element_ty), mask=mask)
+            store_tile(out_ptr, (delta + q), rows, t, mask, out_stride_b, out_stride_t)
+            store_tile(adv_ptr, adv, rows, t, mask, out_stride_b, out_stride_t)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 

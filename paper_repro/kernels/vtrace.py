@@ -13,17 +13,19 @@ import triton.language as tl
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels.affine_scan import (
-    chunk_times,
     incoming_carry,
+    load_flags,
     launch,
     next_in_time,
     row_block,
     scan_tile,
     segment_chunks,
     store_aggregate,
+    store_tile,
+    tile_offsets,
 )
 from paper_repro.kernels.autograd import Spec, needs_dispatch, register
-from paper_repro.kernels.gae import check_flags
+from paper_repro.kernels.gae import check_flags, next_state_value
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
 
@@ -43,32 +45,21 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, tl.zeros([BLOCK_B], ACC), PHASE,
                            True)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
+    last = tl.zeros([BLOCK_B], ACC)
     if HAS_LAST:
         last = tl.load(last_ptr + rows, mask=row_mask, other=0.0).to(ACC)
     for i in range(n_chunks):
-        t = chunk_times(i, t_begin, n_chunks, BLOCK_T, True)
-        mask = row_mask[:, None] & (t < T)[None, :]
+        t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+                                     BLOCK_T, True)
         is_last = (t == T - 1)[None, :]
-        offs = rows[:, None] * stride_b + t[None, :] * stride_t
         ratio = tl.exp(tl.load(lpt_ptr + offs, mask=mask, other=0.0).to(ACC)
                        - tl.load(lpb_ptr + offs, mask=mask, other=0.0).to(ACC))
         rho = tl.minimum(ratio, rho_max)
         r = tl.load(r_ptr + offs, mask=mask, other=0.0).to(ACC)
         v = tl.load(v_ptr + offs, mask=mask, other=0.0).to(ACC)
-        v_next = tl.load(v_ptr + offs + stride_t, mask=mask & (t + 1 < T)[None, :],
-                         other=0.0).to(ACC)
-        term = tl.load(term_ptr + offs, mask=mask, other=0).to(ACC)
-        if HAS_TRUNC:
-            trunc = tl.load(trunc_ptr + offs, mask=mask, other=0).to(ACC)
-        else:
-            trunc = tl.zeros_like(term)
-        nu = (1.0 - trunc) * v_next
-        if HAS_BOOT:
-            b = tl.load(boot_ptr + offs, mask=mask & ((trunc != 0) | is_last), other=0.0)
-            b = b.to(ACC)
-            nu = tl.where(is_last, b, nu + trunc * b)
-        if HAS_LAST:
-            nu = tl.where(is_last, last[:, None], nu)
+        term, trunc = load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, ACC)
+        nu = next_state_value(v_ptr, boot_ptr, last, offs, mask, t, T, stride_t, trunc,
+                              HAS_BOOT, HAS_LAST, ACC)
         discount = g * (1.0 - term)
         alpha = tl.where(mask, rho * (r + discount * nu - v), 0.0)
         beta = tl.where(mask, g * tl.minimum(ratio, c_max) * (1.0 - tl.minimum(term + trunc, 1.0)),
@@ -81,9 +72,8 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             delta_next = tl.where(is_last, 0.0, (1.0 - trunc) * next_in_time(delta, carry_in,
                                                                              BLOCK_T))
             adv = alpha + rho * discount * delta_next
-            o_offs = rows[:, None] * out_stride_b + t[None, :] * out_stride_t
-            tl.store(out_ptr + o_offs, (delta + v).to(out_ptr.dtype.element_ty), mask=mask)
-            tl.store(adv_ptr + o_offs, adv.to(adv_ptr.dtype.element_ty), mask=mask)
+            store_tile(out_ptr, (delta + v), rows, t, mask, out_stride_b, out_stride_t)
+            store_tile(adv_ptr, adv, rows, t, mask, out_stride_b, out_stride_t)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 
