@@ -1,8 +1,12 @@
-"""Absolute paths of the reproduction package's folders."""
+"""Absolute paths of the reproduction package's folders.
+
+``PAPER_REPRO_FIGURES`` redirects figures (tests render notebooks into a temporary folder).
+"""
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"
-FIGURES = ROOT / "figures"
+FIGURES = Path(os.environ.get("PAPER_REPRO_FIGURES", ROOT / "figures"))
 NOTEBOOKS = ROOT / "notebooks"
 PROOFS = ROOT / "proofs"

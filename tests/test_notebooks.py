@@ -1,12 +1,13 @@
 """Every notebook executes top to bottom on the CPU (quick mode) without a cell error."""
 import os
+import time
 
 import pytest
 
 from paper_repro.notebooks_runner import ordered, run
 from paper_repro.paths import NOTEBOOKS, ROOT
 
-pytest.importorskip("papermill")
+import papermill  # noqa: E402,F401  (a declared test dependency)
 NOTEBOOK_PATHS = ordered(NOTEBOOKS)
 
 
@@ -18,8 +19,12 @@ def test_runner_order_puts_the_claims_report_last():
 
 @pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=[p.stem for p in NOTEBOOK_PATHS])
 def test_notebook_executes(path, tmp_path, monkeypatch):
+    started = time.time()
     paths = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("PAPER_REPRO_FIGURES", str(tmp_path / "figures"))
     run(path, output=tmp_path / path.name, quick=True, cwd=NOTEBOOKS)
     assert (tmp_path / path.name).exists()
+    assert not any(p.suffix == ".png" for p in ROOT.joinpath("figures").glob("*.png")
+                   if p.stat().st_mtime > started), "a notebook wrote into figures/"
