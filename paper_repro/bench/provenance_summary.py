@@ -22,12 +22,29 @@ def summaries(data_dir=DATA):
     return found
 
 
+def other_records(data_dir=DATA):
+    """(relative path, provenance dict) of measurement files outside the benchmark suites."""
+    found = []
+    for path in sorted(Path(data_dir).glob("*/*.json")):
+        if path.name == "provenance.json" or path.parent.name == "paper":
+            continue
+        info = json.loads(path.read_text())
+        if isinstance(info, dict) and "date" in info:
+            found.append((f"{path.parent.name}/{path.name}", info))
+    return found
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     data_dir = Path(argv[0]) if argv else DATA
     found = summaries(data_dir)
+    for name, info in other_records(data_dir):
+        print(f"  {name}: {info.get('gpu') or info.get('device')}, {info.get('date')}, "
+              f"torch {info.get('torch')}, triton {info.get('triton')}, "
+              f"`{info.get('command')}`")
     if not found:
-        print(f"No recorded measurements under {data_dir} (run `make bench` on a CUDA GPU).")
+        print(f"No benchmark-suite measurements under {data_dir} yet (run `make bench` on a "
+              "CUDA GPU); the tables show the paper's numbers beside what is recorded.")
         return 0
     print(f"Recorded measurements under {data_dir}:")
     for directory, suite, info in found:
