@@ -46,7 +46,7 @@ def seq_lens(max_T: int = 1_000_000, quick: bool = False) -> list[int]:
     """Powers of 4 from 16 (of 16 with ``quick``) below ``max_T``, then ``max_T`` itself."""
     step = 16 if quick else 4
     grid, T = [], 16
-    while T < max_T:
+    while max_T > T:
         grid.append(T)
         T *= step
     return grid + [max_T]

@@ -59,7 +59,8 @@ def test_affine_scan_gradcheck(backend):
     c = torch.randn(2, dtype=torch.float64, device=dev)
     for reverse in (True, False):
         assert torch.autograd.gradcheck(
-            lambda a, b, c: P.affine_scan(a, b, reverse=reverse, initial=c, time_dim=0),
+            lambda a, b, c, reverse=reverse: P.affine_scan(a, b, reverse=reverse, initial=c,
+                                                            time_dim=0),
             [x.clone().requires_grad_() for x in (a.t().contiguous(), b.t().contiguous(), c)])
 
 

@@ -40,7 +40,7 @@ def test_gae_known_values(dev):
 
 
 def test_gae_lambda_one_is_monte_carlo_minus_value(dev):
-    """B-1 regression: lambda = 1 with a window value gives G - V (never against a shared oracle)."""
+    """B-1 regression: lambda = 1 with a window value gives G - V (an independent loop)."""
     d = make_inputs(4, 50, truncations=False, device=dev)
     zero = torch.zeros_like(d["r"])
     adv = P.compute_gae(d["r"], d["v"], zero, gamma=0.97, lambda_=1.0, last_value=d["last"])

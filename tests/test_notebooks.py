@@ -2,12 +2,12 @@
 import os
 import time
 
+import papermill  # noqa: E402,F401  (a declared test dependency)
 import pytest
 
 from paper_repro.notebooks_runner import ordered, run
 from paper_repro.paths import NOTEBOOKS, ROOT
 
-import papermill  # noqa: E402,F401  (a declared test dependency)
 NOTEBOOK_PATHS = ordered(NOTEBOOKS)
 
 

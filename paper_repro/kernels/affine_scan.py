@@ -54,7 +54,7 @@ def chunk_times(i, t_begin, n_chunks, BLOCK_T: tl.constexpr, REVERSE: tl.constex
 @triton.jit
 def tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                  BLOCK_T: tl.constexpr, REVERSE: tl.constexpr):
-    """The i-th tile of this program's segment: times [BLOCK_T], mask and offsets [BLOCK_B, BLOCK_T]."""
+    """The i-th tile of this program's segment: times, mask and offsets [BLOCK_B, BLOCK_T]."""
     t = chunk_times(i, t_begin, n_chunks, BLOCK_T, REVERSE)
     mask = row_mask[:, None] & (t < T)[None, :]
     return t, mask, rows[:, None] * stride_b + t[None, :] * stride_t

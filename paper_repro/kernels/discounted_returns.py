@@ -1,4 +1,6 @@
-"""Discounted returns: the TD(lambda) kernel at lambda = 1 (SPEC.md 1.5; proofs/discounted_returns.py).
+"""Discounted returns: the TD(lambda) kernel at lambda = 1 (SPEC.md 1.5).
+
+proofs/discounted_returns.py derives it.
 
 alpha_t = r_t + gamma trunc_t b_t,  beta_t = gamma (1 - done_t),  G_T = b_{T-1}.
 """

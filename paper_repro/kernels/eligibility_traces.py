@@ -1,4 +1,6 @@
-"""Accumulating eligibility traces as one fused forward scan (SPEC.md 1.6; proofs/eligibility_traces.py).
+"""Accumulating eligibility traces as one fused forward scan (SPEC.md 1.6).
+
+proofs/eligibility_traces.py derives it.
 
 alpha_t = g_t,  beta_t = decay (1 - d_{t-1}) with d_{-1} = 0,  z_{-1} = seed.
 The episodic prefix sum is the same kernel with decay 1 (and, for ``starts_at``, d_t).
@@ -11,7 +13,6 @@ import triton.language as tl
 
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
-from paper_repro.kernels.autograd import Spec, needs_dispatch, register
 from paper_repro.kernels.affine_scan import (
     incoming_carry,
     launch,
@@ -22,6 +23,7 @@ from paper_repro.kernels.affine_scan import (
     store_tile,
     tile_offsets,
 )
+from paper_repro.kernels.autograd import Spec, needs_dispatch, register
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
 

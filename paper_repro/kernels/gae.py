@@ -11,11 +11,10 @@ import triton.language as tl
 
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
-from paper_repro.kernels.autograd import Spec, needs_dispatch, register
 from paper_repro.kernels.affine_scan import (
     incoming_carry,
-    load_flags,
     launch,
+    load_flags,
     row_block,
     scan_tile,
     segment_chunks,
@@ -23,6 +22,7 @@ from paper_repro.kernels.affine_scan import (
     store_tile,
     tile_offsets,
 )
+from paper_repro.kernels.autograd import Spec, needs_dispatch, register
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
 

@@ -16,8 +16,8 @@ from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels.affine_scan import (
     incoming_carry,
-    load_flags,
     launch,
+    load_flags,
     next_in_time,
     row_block,
     scan_tile,
