@@ -109,9 +109,14 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true")
     p.add_argument("--budget-s", type=float, default=420.0)
     p.add_argument("--no-sweep", action="store_true", help="only the heuristic's timings")
+    p.add_argument("--launch-probe", action="store_true",
+                   help="only split compute_gae's full call into host work and launch cost")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.launch_probe:
+        write_launch_probe(out)
+        return
     t0 = time.time()
     with open(out / "copy_bandwidth.csv", "w", newline="") as f:
         w = csv.writer(f)
@@ -159,6 +164,51 @@ def write_heuristic_report(out, shapes, rows):
             w.writerow([N, T, int(tm), cfg, round(device_time_us(fn), 3),
                         round(full_call_us(fn), 3), best[3:7] if best else "", best[-1] if best
                         else ""])
+
+
+def host_us(fn, calls=2000) -> float:
+    """Wall time per call of host-side work, no synchronisation."""
+    for _ in range(50):
+        fn()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def write_launch_probe(out, N=4096, T=128):
+    """Where compute_gae's full call goes at one shape: the whole call, our host work with the
+    kernel launch replaced by a no-op, Triton's launcher alone, and an output allocation."""
+    from paper_repro.kernels import affine_scan as engine
+    from paper_repro.kernels import gae
+
+    fn = gae_inputs(N, T)
+    captured = {}
+
+    def record(kernel, config, B, T_, acc, device, **kw):
+        captured.update(kernel=kernel, grid=config.grid(B, T_), kw=kw, meta=dict(
+            B=B, T=T_, n_seg=1, seg_len=config.seg_len, ACC=engine.TL_ACC[acc],
+            BLOCK_B=config.BLOCK_B, BLOCK_T=config.BLOCK_T, num_warps=config.num_warps))
+
+    real = gae.launch
+    gae.launch = record
+    try:
+        host = host_us(fn)
+    finally:
+        gae.launch = real
+    k, grid, kw, meta = captured["kernel"], captured["grid"], captured["kw"], captured["meta"]
+
+    def triton_launch():
+        k[grid](agg_ptr=kw["out_ptr"], PHASE=0, **meta, **kw)
+
+    rows = [("full_call_us", full_call_us(fn)), ("host_without_launch_us", host),
+            ("triton_launcher_us", host_us(triton_launch)),
+            ("empty_like_us", host_us(lambda: torch.empty((N, T), device="cuda"))),
+            ("device_us", device_time_us(fn))]
+    with open(out / "launch_probe.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["num_envs", "seq_len", "metric", "value"])
+        w.writerows([N, T, name, round(v, 3)] for name, v in rows)
 
 
 if __name__ == "__main__":
