@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import platform
 import re
 import subprocess
@@ -96,7 +97,8 @@ def provenance(command=None):
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": command or " ".join([Path(sys.executable).name, "-m", "paper_repro.bench"]
                                        + sys.argv[1:]),
-        "commit": _run(["git", "rev-parse", "HEAD"]),
+        # a copy of the tree without .git (e.g. on a GPU machine) names its commit here
+        "commit": os.environ.get("PAPER_REPRO_GIT_COMMIT") or _run(["git", "rev-parse", "HEAD"]),
         "dirty": bool(_run(["git", "status", "--porcelain", "--untracked-files=no"])),
         "python": platform.python_version(),
         "torch": torch.__version__,
