@@ -99,7 +99,8 @@ def provenance(command=None):
                                        + sys.argv[1:]),
         # a copy of the tree without .git (e.g. on a GPU machine) names its commit here
         "commit": os.environ.get("PAPER_REPRO_GIT_COMMIT") or _run(["git", "rev-parse", "HEAD"]),
-        "dirty": bool(_run(["git", "status", "--porcelain", "--untracked-files=no"])),
+        "dirty": (False if os.environ.get("PAPER_REPRO_GIT_COMMIT") else
+                  bool(_run(["git", "status", "--porcelain", "--untracked-files=no"]))),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
