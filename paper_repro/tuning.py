@@ -189,51 +189,41 @@ def host_us(fn, calls=2000) -> float:
 
 def write_launch_probe(out, N=4096, T=128):
     """Where compute_gae's full call goes at one shape: the whole call, our host work with the
-    kernel launch replaced by a no-op, Triton's launcher alone, and an output allocation."""
-    from paper_repro.kernels import affine_scan as engine
-    from paper_repro.kernels import gae
+    kernel launch replaced by a no-op, Triton's launcher, our direct launch of the compiled
+    kernel, and a torch op and an allocation for scale."""
+    from paper_repro.kernels import _direct as D
 
     fn = gae_inputs(N, T)
+    fn()
     captured = {}
 
-    def record(kernel, config, B, T_, acc, device, **kw):
-        captured.update(kernel=kernel, grid=config.grid(B, T_), kw=kw, meta=dict(
-            B=B, T=T_, n_seg=1, seg_len=config.seg_len, ACC=engine.TL_ACC[acc],
-            BLOCK_B=config.BLOCK_B, BLOCK_T=config.BLOCK_T, num_warps=config.num_warps))
+    def record(kernel, grid, num_warps, values):
+        captured.update(kernel=kernel, grid=grid, num_warps=num_warps, values=values)
 
-    real = gae.launch
-    gae.launch = record
+    real = D.run
+    D.run = record
     try:
         host = host_us(fn)
     finally:
-        gae.launch = real
-    k, grid, kw, meta = captured["kernel"], captured["grid"], captured["kw"], captured["meta"]
-
-    bound = dict(agg_ptr=kw["out_ptr"], PHASE=0, **meta, **kw)
-
-    def triton_launch():
-        return k[grid](**bound)
-
-    compiled = triton_launch()
-    ordered = [bound[name] for name in k.arg_names]
-    runner = compiled[tuple(grid) + (1,) * (3 - len(grid))]
-    stream = torch.cuda.current_stream().cuda_stream
+        D.run = real
+    k, grid, w, values = (captured[n] for n in ("kernel", "grid", "num_warps", "values"))
+    compiled = k[grid](*values, num_warps=w)
     g = tuple(grid) + (1,) * (3 - len(grid))
+    stream = torch.cuda.current_stream().cuda_stream
     x = torch.zeros(N, T, device="cuda")
 
     def raw_run():
         compiled.run(g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata,
-                     None, None, None, *ordered)
+                     None, None, None, *values)
 
     rows = [("full_call_us", full_call_us(fn)), ("host_without_launch_us", host),
-            ("triton_launcher_us", host_us(triton_launch)),
-            ("compiled_runner_us", host_us(lambda: runner(*ordered))),
+            ("triton_launcher_us", host_us(lambda: k[grid](*values, num_warps=w))),
+            ("direct_launch_us", host_us(lambda: D.run(k, grid, w, values))),
             ("compiled_run_us", host_us(raw_run)),
             ("torch_add_us", host_us(lambda: x.add_(1.0))),
             ("empty_like_us", host_us(lambda: torch.empty((N, T), device="cuda"))),
-            ("device_us", device_time_us(fn))]
-    for name in ("B", "T", "n_seg", "seg_len"):
-        rows.append((f"arg_{name}", bound[name]))
+            ("device_us", device_time_us(fn)),
+            ("direct_launch_enabled", float(D.ENABLED))]
     with open(out / "launch_probe.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["num_envs", "seq_len", "metric", "value"])

@@ -1,10 +1,15 @@
 """Bad input gets a clear ValueError/TypeError naming the argument; never an assert or a crash."""
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 from conftest import device_of
 from estimators import make_inputs
 
 import paper_repro as P
+from paper_repro.paths import ROOT
 
 
 @pytest.fixture
@@ -90,10 +95,15 @@ def test_validate_catches_bad_values(d):
                           0.99, validate=True)
 
 
-def test_validate_env_variable(d, monkeypatch):
+def test_validate_env_variable(d):
     term = d["term"].clone()
     term[0, 0] = 2.0
     P.compute_gae(d["r"], d["v"], term)  # linear in the flags: no check without asking
-    monkeypatch.setenv("PAPER_REPRO_VALIDATE", "1")
-    with pytest.raises(ValueError, match="terminateds"):
-        P.compute_gae(d["r"], d["v"], term)
+    # The variable is read when the package is imported.
+    code = ("import torch, paper_repro as P\n"
+            "P.compute_gae(torch.zeros(2, 3), torch.zeros(2, 3), torch.full((2, 3), 2.0))")
+    env = dict(os.environ, PAPER_REPRO_VALIDATE="1", PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode != 0 and "terminateds must hold only 0 and 1" in done.stderr
+    env["PAPER_REPRO_VALIDATE"] = "0"
+    assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 0

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import torch
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
+# Read once: an environment lookup costs about as much as a launch's whole argument check.
+VALIDATE_ENV = os.environ.get("PAPER_REPRO_VALIDATE", "0") == "1"
 _CPU_BACKEND = ["triton" if INTERPRETED else "torch"]
 _FORCED_CONFIG: list = [None]
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -49,7 +51,8 @@ def use_triton(x: torch.Tensor) -> bool:
 
 
 def validation_requested(validate: bool) -> bool:
-    return validate or os.environ.get("PAPER_REPRO_VALIDATE", "0") == "1"
+    """``validate=True``, or ``PAPER_REPRO_VALIDATE=1`` in the environment at import."""
+    return validate or VALIDATE_ENV
 
 
 # ----------------------------------------------------------------------------- checks
@@ -72,7 +75,7 @@ def check_tensor(name, x, *, like=None, floating=True, flag=False, optional=Fals
         if x.device != like.device:
             raise ValueError(f"{name} is on {x.device} but the inputs are on {like.device}")
         want = like.shape if shape is None else shape() if callable(shape) else shape
-        if tuple(x.shape) != tuple(want):
+        if x.shape != want:
             raise ValueError(f"{name} must have shape {tuple(want)}, got {tuple(x.shape)}")
 
 
@@ -159,10 +162,13 @@ def acc_dtype(dtype) -> torch.dtype:
 
 
 def result_dtype(*tensors) -> torch.dtype:
-    dtypes = [t.dtype for t in tensors if t is not None and t.dtype in FLOAT_DTYPES]
-    out = dtypes[0]
-    for d in dtypes[1:]:
-        out = torch.promote_types(out, d)
+    """The promoted floating dtype of the given tensors (None and non-floating ones skipped)."""
+    out = None
+    for t in tensors:
+        if t is not None:
+            d = t.dtype
+            if d is not out and d in FLOAT_DTYPES:
+                out = d if out is None else torch.promote_types(out, d)
     return out
 
 
@@ -257,34 +263,41 @@ class Rows:
 
 
 def rows_of(axis: int, **named) -> Rows:
-    present = {k: to_rows(v, axis) for k, v in named.items() if v is not None}
-    values, stride = common_strides(list(present.values()))
-    tensors = dict.fromkeys(named)
-    tensors.update(zip(present, values))
-    B, T = values[0].shape
-    return Rows(B, T, stride, tensors)
+    """Every given tensor as ``[B, T]``; all share one pair of strides (copies if they differ)."""
+    stride, same = None, True
+    for name, x in named.items():
+        if x is not None:
+            x = named[name] = to_rows(x, axis)
+            if stride is None:
+                stride, (B, T) = x.stride(), x.shape
+            elif same and x.stride() != stride:
+                same = False
+    if not same:
+        present = [k for k, x in named.items() if x is not None]
+        values, stride = common_strides([named[k] for k in present])
+        named.update(zip(present, values))
+    return Rows(B, T, stride, named)
 
 
 def batch_shape(x: torch.Tensor, axis: int):
     return x.movedim(axis, -1).shape[:-1]
 
 
-def layout_args(rows: Rows, out: torch.Tensor) -> dict:
-    return dict(stride_b=rows.stride[0], stride_t=rows.stride[1],
-                out_stride_b=out.stride(0), out_stride_t=out.stride(1))
+def layout_ints(rows: Rows, out: torch.Tensor) -> tuple:
+    """``stride_b, stride_t, out_stride_b, out_stride_t`` for a ``[B, T]`` output."""
+    return (*rows.stride, *out.stride())
 
 
-def scalar_args(**values) -> dict:
-    """Each scalar as a (hi, lo) float32 pair: ``name`` and ``name_lo``."""
-    args = {}
-    for name, value in values.items():
-        args[name], args[name + "_lo"] = split_scalar(value)
-    return args
+@functools.lru_cache(maxsize=256)
+def scalar_pairs(*values: float) -> tuple:
+    """Each scalar as its float32 (hi, lo) pair, flattened: the kernels' ``x, x_lo`` params."""
+    return tuple(part for v in values for part in split_scalar(v))
 
 
-def pointer_args(dummy: torch.Tensor, **tensors) -> dict:
-    """Kernel pointers; an absent optional tensor becomes a never-read placeholder."""
-    return {name: dummy if t is None else t for name, t in tensors.items()}
+def pointers(placeholder: torch.Tensor, *tensors) -> tuple:
+    """Kernel pointers in parameter order; an absent optional tensor becomes ``placeholder``
+    (never read: its ``HAS_*`` flag is off)."""
+    return tuple(placeholder if t is None else t for t in tensors)
 
 
 class Output:

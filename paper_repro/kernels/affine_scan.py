@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from paper_repro.coefficients import Coefficients
+from paper_repro.kernels import _direct as D
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
@@ -162,17 +163,25 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, B, T, n_
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 
 
-def launch(kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, device, **args):
-    """Launch an engine-shaped kernel: one pass, or reduce-then-scan over time segments."""
+def launch(kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, device,
+           pointers: tuple, ints: tuple, scalars: tuple = (), flags: tuple = ()):
+    """Launch an engine-shaped kernel: one pass, or reduce-then-scan over time segments.
+
+    Engine kernels take, in order: ``pointers`` (inputs, then outputs), ``agg_ptr, B, T, n_seg,
+    seg_len``, ``ints`` (strides, ...), ``scalars`` (float32 hi/lo pairs), ``flags``
+    (constexprs), ``ACC, PHASE, BLOCK_B, BLOCK_T``. Positional, so no per-call dicts."""
+    if device.type == "cuda" and device.index != torch.cuda.current_device():
+        with torch.cuda.device(device):  # Triton launches on the current device
+            return launch(kernel, config, B, T, acc, device, pointers, ints, scalars, flags)
     grid = config.grid(B, T)
-    meta = dict(B=B, T=T, n_seg=grid[1], seg_len=config.seg_len, ACC=TL_ACC[acc],
-                BLOCK_B=config.BLOCK_B, BLOCK_T=config.BLOCK_T, num_warps=config.num_warps)
-    if grid[1] == 1:
-        kernel[grid](agg_ptr=args["out_ptr"], PHASE=0, **meta, **args)
+    middle = (B, T, grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
+    tile = (config.BLOCK_B, config.BLOCK_T)
+    if grid[1] == 1:  # agg_ptr is never touched: any pointer will do
+        D.run(kernel, grid, config.num_warps, (*pointers, pointers[-1], *middle, 0, *tile))
         return
     agg = torch.empty((2, B, grid[1]), dtype=acc, device=device)
-    kernel[grid](agg_ptr=agg, PHASE=1, **meta, **args)
-    kernel[grid](agg_ptr=agg, PHASE=2, **meta, **args)
+    D.run(kernel, grid, config.num_warps, (*pointers, agg, *middle, 1, *tile))
+    D.run(kernel, grid, config.num_warps, (*pointers, agg, *middle, 2, *tile))
 
 
 def scan_rows(alpha, beta, initial, reverse: bool, out: torch.Tensor) -> torch.Tensor:
@@ -186,10 +195,8 @@ def scan_rows(alpha, beta, initial, reverse: bool, out: torch.Tensor) -> torch.T
     (alpha, beta), stride = L.common_strides([alpha, beta])
     config = L.config_for(B, T, stride, alpha.device)
     launch(affine_scan_kernel, config, B, T, acc, alpha.device,
-           alpha_ptr=alpha, beta_ptr=beta, init_ptr=alpha if initial is None else initial,
-           out_ptr=out, stride_b=stride[0], stride_t=stride[1],
-           out_stride_b=out.stride(0), out_stride_t=out.stride(1),
-           HAS_INIT=initial is not None, REVERSE=reverse)
+           L.pointers(alpha, alpha, beta, initial, out), (*stride, *out.stride()),
+           flags=(initial is not None, reverse))
     return out
 
 

@@ -88,10 +88,8 @@ def _decayed_sum(x: torch.Tensor, dones: torch.Tensor, seed_values: Optional[tor
     o = out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, o.device)
     launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
-           out_ptr=o, **L.pointer_args(o, x_ptr=rows["x"], done_ptr=rows["dones"],
-                                        seed_ptr=seed),
-           **L.layout_args(rows, o), **L.scalar_args(decay=decay),
-           PREVIOUS_DONE=bool(previous_done), HAS_SEED=seed is not None)
+           L.pointers(o, rows["x"], rows["dones"], seed, o), L.layout_ints(rows, o),
+           L.scalar_pairs(decay), (bool(previous_done), seed is not None))
     return out.result()
 
 

@@ -157,13 +157,12 @@ def _gae(rewards: torch.Tensor, values: torch.Tensor, terminateds: torch.Tensor,
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
     o = out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, o.device)
-    launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device, out_ptr=o,
-           **L.pointer_args(o, r_ptr=rows["rewards"], v_ptr=rows["values"],
-                            term_ptr=rows["terminateds"], trunc_ptr=rows["truncateds"],
-                            boot_ptr=rows["bootstrap_values"], last_ptr=last),
-           **L.layout_args(rows, o), **L.scalar_args(gamma=gamma, lam=lambda_),
-           HAS_TRUNC=truncateds is not None, HAS_BOOT=bootstrap_values is not None,
-           HAS_LAST=last is not None)
+    t = rows.tensors
+    launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
+           L.pointers(o, t["rewards"], t["values"], t["terminateds"], t["truncateds"],
+                      t["bootstrap_values"], last, o),
+           L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
+           (truncateds is not None, bootstrap_values is not None, last is not None))
     return out.result()
 
 

@@ -100,14 +100,12 @@ def _returns(rewards: torch.Tensor, next_values: Optional[torch.Tensor],
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
     o = out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, o.device)
+    t = rows.tensors
     launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
-           out_ptr=o, **L.pointer_args(o, r_ptr=rows["rewards"], next_ptr=rows["next_values"],
-                                        term_ptr=rows["terminateds"],
-                                        trunc_ptr=rows["truncateds"],
-                                        boot_ptr=rows["bootstrap_values"]),
-           **L.layout_args(rows, o), **L.scalar_args(gamma=gamma, lam=lambda_),
-           HAS_NEXT=next_values is not None, HAS_TRUNC=truncateds is not None,
-           HAS_BOOT=bootstrap_values is not None)
+           L.pointers(o, t["rewards"], t["next_values"], t["terminateds"], t["truncateds"],
+                      t["bootstrap_values"], o),
+           L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
+           (next_values is not None, truncateds is not None, bootstrap_values is not None))
     return out.result()
 
 

@@ -44,8 +44,8 @@ def _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a, ACC: 
 @triton.jit
 def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, term_ptr,
                        trunc_ptr, out_ptr, adv_ptr, agg_ptr,
-                       B, T, A, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
-                       stride3_b, stride3_t, stride3_a,
+                       B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
+                       A, stride3_b, stride3_t, stride3_a,
                        gamma, gamma_lo, lam, lam_lo, c_bar, c_bar_lo, rho_bar, rho_bar_lo,
                        HAS_NEXT_PI: tl.constexpr, HAS_TRUNC: tl.constexpr,
                        ACC: tl.constexpr, PHASE: tl.constexpr,
@@ -185,18 +185,14 @@ def _retrace(action_probs_target: torch.Tensor, action_probs_behavior: torch.Ten
         return q_out.set(q_ret), adv_out.set(adv)
     q_ret, adv = q_out.rows, adv_out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, q_ret.device, wide=True)
+    t = rows.tensors
     launch(retrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(q_ret.dtype), q_ret.device,
-           out_ptr=q_ret, adv_ptr=adv, A=present[0].shape[-1],
-           **L.pointer_args(q_ret, pi_ptr=named["action_probs_target"],
-                            npi_ptr=named["next_action_probs_target"],
-                            nq_ptr=named["next_q_values_all"],
-                            mu_ptr=rows["action_probs_behavior"], q_ptr=rows["q_values"],
-                            act_ptr=rows["actions"], r_ptr=rows["rewards"],
-                            term_ptr=rows["terminateds"], trunc_ptr=rows["truncateds"]),
-           **L.layout_args(rows, q_ret),
-           stride3_b=stride3[0], stride3_t=stride3[1], stride3_a=stride3[2],
-           **L.scalar_args(gamma=gamma, lam=lambda_, c_bar=c_bar, rho_bar=rho_bar),
-           HAS_NEXT_PI=next_action_probs_target is not None, HAS_TRUNC=truncateds is not None)
+           L.pointers(q_ret, named["action_probs_target"], named["next_action_probs_target"],
+                      named["next_q_values_all"], t["action_probs_behavior"], t["q_values"],
+                      t["actions"], t["rewards"], t["terminateds"], t["truncateds"], q_ret, adv),
+           (*L.layout_ints(rows, q_ret), present[0].shape[-1], *stride3),
+           L.scalar_pairs(gamma, lambda_, c_bar, rho_bar),
+           (next_action_probs_target is not None, truncateds is not None))
     return q_out.result(), adv_out.result()
 
 

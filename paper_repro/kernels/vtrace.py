@@ -152,15 +152,12 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
         return vs_out.set(vs), adv_out.set(adv)
     vs, adv = vs_out.rows, adv_out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, vs.device, wide=True)
+    t = rows.tensors
     launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(vs.dtype), vs.device,
-           out_ptr=vs, adv_ptr=adv,
-           **L.pointer_args(vs, lpt_ptr=rows["log_pi_target"], lpb_ptr=rows["log_pi_behavior"],
-                            v_ptr=rows["values"], r_ptr=rows["rewards"],
-                            term_ptr=rows["terminateds"], trunc_ptr=rows["truncateds"],
-                            boot_ptr=rows["bootstrap_values"], last_ptr=last),
-           **L.layout_args(rows, vs), **L.scalar_args(gamma=gamma, rho_bar=rho_bar, c_bar=c_bar),
-           HAS_TRUNC=truncateds is not None, HAS_BOOT=bootstrap_values is not None,
-           HAS_LAST=last is not None)
+           L.pointers(vs, t["log_pi_target"], t["log_pi_behavior"], t["values"], t["rewards"],
+                      t["terminateds"], t["truncateds"], t["bootstrap_values"], last, vs, adv),
+           L.layout_ints(rows, vs), L.scalar_pairs(gamma, rho_bar, c_bar),
+           (truncateds is not None, bootstrap_values is not None, last is not None))
     return vs_out.result(), adv_out.result()
 
 

@@ -1,0 +1,81 @@
+"""The direct launch of compiled kernels: its specialization key on any machine, and on the GPU
+that every call after the first goes through it with results equal to the reference."""
+import pytest
+import torch
+import triton
+from conftest import TOL, assert_close
+from estimators import ESTIMATORS, LAYOUTS, make_inputs, outputs
+
+import paper_repro as P
+from paper_repro.baselines import reference as ref
+from paper_repro.kernels import _direct as D
+
+IDS = [e.name for e in ESTIMATORS]
+
+
+def test_specialization_separates_what_triton_specializes_on():
+    x = torch.zeros(64)
+    key = D.specialization
+    assert key([x]) != key([x[1:]])  # 16-byte aligned vs not
+    assert key([x]) == key([x[4:]])  # 16 bytes further: still aligned
+    assert key([x]) != key([x.double()])
+    assert key([1]) != key([2]) != key([16])  # == 1, plain, divisible by 16
+    assert key([2]) == key([3]) and key([16]) == key([32])
+    assert key([2]) != key([2 ** 31 + 2]) != key([2 ** 63 + 2])  # i32, i64, u64
+    assert key([0.5]) == key([0.25])  # float values are not specialized on
+    assert key([True]) != key([False]) and key([True]) != key([1])  # constexprs by value
+    assert key([None]) == key([None])
+
+
+def test_disabled_off_the_gpu_and_by_environment(monkeypatch):
+    if not torch.cuda.is_available():
+        assert not D.ENABLED  # interpreter or no GPU: every launch goes through Triton
+    monkeypatch.setenv("PAPER_REPRO_DIRECT_LAUNCH", "0")
+    assert not D._enabled()
+
+
+@pytest.mark.gpu
+def test_enabled_on_the_tested_triton():
+    tested = D._triton_version() in D.TESTED_VERSIONS
+    assert D.ENABLED is tested, triton.__version__
+
+
+def _check(est, d, tol):
+    for g, w in zip(outputs(est.call(P, d)), outputs(est.call(ref, d))):
+        assert_close(est.name, g, w, tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("N, T", [(1, 1), (3, 17), (64, 128), (16, 40_000)])
+def test_second_call_is_direct_and_correct(est, N, T):
+    d = make_inputs(N, T, device="cuda")
+    _check(est, d, 1e-4)  # compiles (through Triton) if this specialization is new
+    before = D.cached_launches()
+    _check(est, d, 1e-4)  # same specialization: the direct launcher
+    assert D.cached_launches() == before
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_misaligned_views_get_their_own_kernel(est):
+    """A view starting one element in is not 16-byte aligned: a direct launch of the aligned
+    kernel would read it with vector loads it does not allow."""
+    wide = make_inputs(32, 201, device="cuda")
+    aligned = {k: v if v is None or v.dim() < 2 else v[:, :200] for k, v in wide.items()}
+    shifted = {k: v if v is None or v.dim() < 2 else v[:, 1:] for k, v in wide.items()}
+    for d in (aligned, shifted, aligned, shifted):
+        _check(est, d, 1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("layout", LAYOUTS[:2], ids=lambda lay: lay.name)
+def test_dtypes_and_layouts_alternate(est, dtype, layout):
+    """Switching specializations back and forth never reuses the wrong compiled kernel."""
+    for d in [make_inputs(48, 300, dtype=t, device="cuda") for t in (torch.float32, dtype)] * 2:
+        want = outputs(est.call(ref, d))
+        got = outputs(est.call(P, layout.apply(d), time_dim=layout.time_dim))
+        for g, w in zip(got, want):
+            assert_close(est.name, layout.back(g), w, TOL[d["r"].dtype])
