@@ -127,7 +127,11 @@ def record_provenance(out_dir, suite, info):
     """Merge ``info`` for ``suite`` into ``<out_dir>/provenance.json``."""
     path = Path(out_dir) / "provenance.json"
     data = json.loads(path.read_text()) if path.exists() else {}
-    data.setdefault("suites", {})[suite] = info
+    earlier = data.setdefault("suites", {}).get(suite)
+    if earlier and earlier.get("command") != info.get("command"):
+        # e.g. ``--providers ours`` re-measured after a change: the peers' rows are older
+        data.setdefault("earlier_runs", {}).setdefault(suite, []).append(earlier)
+    data["suites"][suite] = info
     data["latest"] = info
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -70,9 +70,14 @@ if hasattr(torch._C, "_cuda_getCurrentRawStream"):
 
 
 def _hooks_set() -> bool:
-    """Profilers (e.g. proton) set Triton's launch hooks: leave those launches to Triton."""
+    """Profilers (e.g. proton) set Triton's launch hooks: leave those launches to Triton.
+    Triton 3.6 keeps them as hook chains (set = non-empty), older versions as None/callable."""
     runtime = _knobs.runtime
-    return runtime.launch_enter_hook is not None or runtime.launch_exit_hook is not None
+    return _active(runtime.launch_enter_hook) or _active(runtime.launch_exit_hook)
+
+
+def _active(hook) -> bool:
+    return hook is not None and bool(getattr(hook, "calls", True))
 
 
 if ENABLED:
@@ -86,7 +91,7 @@ def run(kernel, grid: tuple, num_warps: int, values: tuple) -> None:
         kernel[grid](*values, num_warps=num_warps)
         return
     device = torch.cuda.current_device()
-    key = (kernel, device, num_warps, specialization(values))
+    key = (id(kernel), device, num_warps, specialization(values))  # JITFunction hashes slowly
     entry = _CACHE.get(key)
     if entry is None:
         if len(values) != len(kernel.arg_names):

@@ -213,12 +213,23 @@ def num_sms(device: torch.device) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool) -> ScanConfig:
-    """Tile heuristic: ~8 elements a thread, enough programs to fill the GPU, and time split
-    across programs when there are too few rows to do so. ``wide``: many live inputs."""
+    """Tile heuristic, from the H200 sweep in data/h200/tuning.csv (GAE, fp32 device times).
+    ``wide``: many live inputs (V-trace, Retrace), so half the tile."""
     tile = 1024 if wide else 2048
+    num_warps = None
+    many_long_rows = T >= 1024 and not wide and 32 * sms <= B and not time_major
     if time_major:
-        BLOCK_B = min(_pow2(B), 64)
-        BLOCK_T = min(_pow2(T), max(1, tile // BLOCK_B))
+        # Narrow tiles across the contiguous batch axis: 16x32 took 4096x128 from 12.6 to 6.6 us.
+        BLOCK_B, BLOCK_T = min(_pow2(B), 16), min(_pow2(T), 32)
+        num_warps = 4 if triton_cdiv(B, BLOCK_B) < 4 * sms else 1
+    elif T <= 16:
+        # Short horizons: a few fat programs beat many thin ones (4096x8: 2.16 -> 1.89 us).
+        BLOCK_T = _pow2(T)
+        BLOCK_B = min(_pow2(B), 512 // BLOCK_T)
+        num_warps = 4
+    elif many_long_rows:
+        # 32x128 tiles, 16 warps, one pass (8192x4096: 172 -> 151 us).
+        BLOCK_B, BLOCK_T, num_warps = 32, 128, 16
     else:
         BLOCK_T = min(_pow2(T), 512)
         BLOCK_B = min(_pow2(B), max(1, tile // BLOCK_T))
@@ -227,11 +238,13 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool) -> Sca
     row_blocks = triton_cdiv(B, BLOCK_B)
     chunks = triton_cdiv(T, BLOCK_T)
     seg_chunks = chunks
-    if row_blocks < 2 * sms and chunks >= 16:
-        # Reduce-then-scan over time segments of >= 4 tiles each.
-        want = triton_cdiv(4 * sms, row_blocks)
+    if row_blocks < 2 * sms and chunks >= 16 and not many_long_rows:
+        # Reduce-then-scan over time segments of >= 4 tiles, ~8 programs an SM
+        # (4x1048576: 74.6 -> 56.0 us with 4096-step segments instead of 8192).
+        want = triton_cdiv(8 * sms, row_blocks)
         seg_chunks = max(4, triton_cdiv(chunks, want))
-    num_warps = max(1, min(8, (BLOCK_B * BLOCK_T) // 256))
+    if num_warps is None:
+        num_warps = max(1, min(8, (BLOCK_B * BLOCK_T) // 256))
     return ScanConfig(BLOCK_B, BLOCK_T, num_warps, seg_chunks * BLOCK_T)
 
 
