@@ -80,6 +80,33 @@ def test_time_split_across_programs(est, config, kernels):
         check(est, d, TOL[torch.float32])
 
 
+def _h200_tiles():
+    """Each tile the heuristic picks on a 132-SM GPU for the tuning shapes, with its layout
+    and whether it splits time (warps aside: the interpreter ignores them)."""
+    from paper_repro.tuning import SHAPES
+
+    found = set()
+    for (N, T) in SHAPES + [(4096, 16), (32768, 64)]:
+        for tm in (False, True):
+            for wide in (False, True):
+                c = L.choose_config(N, T, tm, 132, wide)
+                found.add((c.BLOCK_B, c.BLOCK_T, tm, c.seg_len < T))
+    return sorted(found)
+
+
+@pytest.mark.parametrize("tile", _h200_tiles(), ids=str)
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_shipped_gpu_tiles(est, tile, kernels):
+    """The GPU heuristic's tiles on small inputs, in the layout they serve."""
+    BLOCK_B, BLOCK_T, time_major, split = tile
+    config = L.ScanConfig(BLOCK_B, BLOCK_T, 1, BLOCK_T if split else 1 << 20)
+    d = make_inputs(min(19, BLOCK_B + 3), 2 * BLOCK_T + 3, device=device_of(kernels))
+    with L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext(), \
+            L.force_config(config):
+        check(est, d, TOL[torch.float32], LAYOUTS[1] if time_major else None)
+
+
 @pytest.mark.parametrize("shape", [(0, 5), (3, 0)], ids=["N0", "T0"])
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 def test_empty(est, shape, backend):

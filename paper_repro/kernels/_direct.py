@@ -5,9 +5,10 @@
 at a given specialization goes through Triton (which compiles); later calls with the same
 specialization key call the compiled kernel's launcher directly.
 
-This relies on Triton internals (``CompiledKernel.run``'s argument order), so it is on only
-for the Triton versions it was tested against on the GPU, never under the interpreter or with
-Triton launch hooks set (profilers), and ``PAPER_REPRO_DIRECT_LAUNCH=0`` turns it off.
+This relies on Triton internals (``CompiledKernel.run``'s argument order), so it is on by
+default only for the Triton versions in ``TESTED_VERSIONS``; ``PAPER_REPRO_DIRECT_LAUNCH=1``
+opts in elsewhere and ``=0`` opts out. Never under the interpreter, nor with Triton launch
+hooks set (profilers).
 """
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ import os
 import torch
 import triton
 
-TESTED_VERSIONS = {(3, 6)}  # GPU-tested: tests/test_gpu.py::test_direct_launch_*
-_I32, _I64 = 1 << 31, 1 << 63
+# Versions on which the direct launch is on by default once tests/test_direct_launch.py has
+# passed on the GPU with the current key. Elsewhere PAPER_REPRO_DIRECT_LAUNCH=1 opts in.
+TESTED_VERSIONS: set = set()
 _CACHE: dict = {}
+MAX_CACHED = 4096
 
 
 def _triton_version() -> tuple:
@@ -43,17 +46,15 @@ ENABLED = _enabled()
 
 
 def specialization(values) -> tuple:
-    """What Triton specializes a compiled kernel on, per argument: a tensor's dtype and 16-byte
-    alignment; an int's width class, ``== 1`` and divisibility by 16; a float's type; any other
-    value (constexprs, bools, None) itself. Equal tuples share one compiled kernel."""
+    """A key that is equal only where Triton would pick the same compiled kernel: a tensor's
+    dtype and 16-byte alignment, a float's type, and every other value itself. Ints are keyed
+    by value because constexpr tile sizes are ints too (Triton's own classes for dynamic ints,
+    ``== 1`` and ``% 16 == 0``, would merge BLOCK_T=32 with BLOCK_T=64)."""
     key = []
     for v in values:
         if isinstance(v, torch.Tensor):
             key.append(v.dtype)
             key.append(v.data_ptr() & 15 == 0)
-        elif type(v) is int:
-            width = 0 if -_I32 <= v < _I32 else 1 if v < _I64 else 2
-            key.append(-1 if v == 1 else (v & 15 == 0) + 2 * width)
         elif type(v) is float:
             key.append(float)
         else:
@@ -80,8 +81,10 @@ def _active(hook) -> bool:
     return hook is not None and bool(getattr(hook, "calls", True))
 
 
-if ENABLED:
+try:
     from triton import knobs as _knobs
+except ImportError:  # older Triton: ENABLED is False
+    _knobs = None
 
 
 def run(kernel, grid: tuple, num_warps: int, values: tuple) -> None:
@@ -99,6 +102,8 @@ def run(kernel, grid: tuple, num_warps: int, values: tuple) -> None:
                             f"got {len(values)}")
         compiled = kernel[grid](*values, num_warps=num_warps)
         compiled = compiled.result() if hasattr(compiled, "result") else compiled
+        if len(_CACHE) >= MAX_CACHED:  # one entry per shape: bound it for shape sweeps
+            _CACHE.clear()
         _CACHE[key] = (compiled.run, compiled.function, compiled.packed_metadata)
         return
     launcher, function, metadata = entry
