@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import csv
 import itertools
+import os
 import sys
 import time
 from pathlib import Path
@@ -122,9 +123,14 @@ def main(argv=None):
     p.add_argument("--no-sweep", action="store_true", help="only the heuristic's timings")
     p.add_argument("--launch-probe", action="store_true",
                    help="only split compute_gae's full call into host work and launch cost")
+    p.add_argument("--shipped-report", action="store_true",
+                   help="no GPU: the current heuristic against the recorded sweep")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.shipped_report:
+        write_shipped_report(out)
+        return
     if args.launch_probe:
         write_launch_probe(out)
         return
@@ -177,6 +183,29 @@ def write_heuristic_report(out, shapes, rows):
                         else ""])
 
 
+def write_shipped_report(out, sms=132):
+    """No GPU: the current heuristic's pick per tuned shape beside the sweep's timing of that
+    same tile (when the sweep tried it), the measured heuristic and the best tile."""
+    swept = {}
+    with open(out / "tuning.csv") as f:
+        for r in csv.DictReader(f):
+            key = tuple(int(r[k]) for k in ("num_envs", "seq_len", "time_major", "BLOCK_B",
+                                            "BLOCK_T", "num_warps", "seg_len"))
+            swept[key] = float(r["device_us"])
+    with open(out / "heuristic.csv") as f:
+        measured = list(csv.DictReader(f))
+    with open(out / "heuristic_shipped.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["num_envs", "seq_len", "time_major", "shipped_config", "shipped_us_in_sweep",
+                    "measured_heuristic_us", "best_us"])
+        for r in measured:
+            N, T, tm = int(r["num_envs"]), int(r["seq_len"]), int(r["time_major"])
+            c = L.choose_config(N, T, bool(tm), sms, False)
+            us = swept.get((N, T, tm, c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len), "")
+            w.writerow([N, T, tm, [c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len], us,
+                        r["heuristic_us"], r["best_us"]])
+
+
 def host_us(fn, calls=2000) -> float:
     """Wall time per call of host-side work, no synchronisation."""
     for _ in range(50):
@@ -222,12 +251,20 @@ def write_launch_probe(out, N=4096, T=128):
             ("compiled_run_us", host_us(raw_run)),
             ("torch_add_us", host_us(lambda: x.add_(1.0))),
             ("empty_like_us", host_us(lambda: torch.empty((N, T), device="cuda"))),
-            ("device_us", device_time_us(fn)),
-            ("direct_launch_enabled", float(D.ENABLED))]
-    with open(out / "launch_probe.csv", "w", newline="") as f:
+            ("device_us", device_time_us(fn))]
+    # appended: each probe is one run, labelled by date, commit, machine and launch path
+    path = out / "launch_probe.csv"
+    new = not path.exists()
+    run = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    commit = (os.environ.get("PAPER_REPRO_GIT_COMMIT") or "unknown")[:7]
+    machine = f"{torch.cuda.get_device_name()} x{torch.cuda.device_count()}"
+    how = "direct launch" if D.ENABLED else "triton launcher"
+    with open(path, "a", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["num_envs", "seq_len", "metric", "value"])
-        w.writerows([N, T, name, round(v, 3)] for name, v in rows)
+        if new:
+            w.writerow(["run", "commit", "machine", "launch_path", "num_envs", "seq_len", "metric",
+                        "value"])
+        w.writerows([run, commit, machine, how, N, T, name, round(v, 3)] for name, v in rows)
 
 
 if __name__ == "__main__":
