@@ -223,3 +223,17 @@ def test_claim_verdicts_follow_the_data(tmp_path):
     slow = _fake_headline(tmp_path / "b", lambda a: 0.4 if a == "retrace" else 0.08)
     assert slow.loc["H-1", "verdict"].startswith("differs (rl-triton slower")
     assert slow.loc["H-4", "kind"] == "not measured"
+
+
+def test_pufferlib_study_is_40_shapes_with_one_shared():
+    """The paper's 40 = 20 production + 20 massively-parallel shapes; (8192, 128) is in both,
+    so 39 are measured and the claims count the shared one in each set."""
+    from paper_repro.bench import claims_more
+    from paper_repro.bench.suites import PUFFER_MASSIVE, PUFFER_PRODUCTION
+
+    shapes = sorted(set(PUFFER_PRODUCTION + PUFFER_MASSIVE))
+    assert len(shapes) == 39
+    m = pd.Series(2.0, index=pd.MultiIndex.from_tuples(shapes, names=["num_envs", "seq_len"]))
+    production, massive = claims_more._paper_sets(m)
+    assert len(production) == len(massive) == 20
+    assert claims_more._paper_sets(m.drop((8192, 128))) is None
