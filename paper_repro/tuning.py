@@ -226,8 +226,9 @@ def write_launch_probe(out, N=4096, T=128):
     fn()
     captured = {}
 
-    def record(kernel, grid, num_warps, values):
-        captured.update(kernel=kernel, grid=grid, num_warps=num_warps, values=values)
+    def record(kernel, grid, num_warps, values, n_tensors=None):
+        captured.update(kernel=kernel, grid=grid, num_warps=num_warps, values=values,
+                        n_tensors=n_tensors)
 
     real = D.run
     D.run = record
@@ -247,7 +248,8 @@ def write_launch_probe(out, N=4096, T=128):
 
     rows = [("full_call_us", full_call_us(fn)), ("host_without_launch_us", host),
             ("triton_launcher_us", host_us(lambda: k[grid](*values, num_warps=w))),
-            ("direct_launch_us", host_us(lambda: D.run(k, grid, w, values))),
+            ("direct_launch_us", host_us(lambda: D.run(k, grid, w, values,
+                                                       captured["n_tensors"]))),
             ("compiled_run_us", host_us(raw_run)),
             ("torch_add_us", host_us(lambda: x.add_(1.0))),
             ("empty_like_us", host_us(lambda: torch.empty((N, T), device="cuda"))),

@@ -27,6 +27,8 @@ def test_specialization_separates_what_triton_specializes_on():
     assert key([0.5]) == key([0.25])  # float values are not specialized on
     assert key([True]) != key([False]) and key([None]) == key([None])
     assert key([tl.float32]) != key([tl.float64])
+    values = (x, x[1:], x.double(), 7, 0.5, True, None, tl.float32, 32)
+    assert key(values, 3) == key(values)  # the engine's fast form: tensors first
 
 
 def test_disabled_off_the_gpu_and_by_environment(monkeypatch):

@@ -45,21 +45,17 @@ def _enabled() -> bool:
 ENABLED = _enabled()
 
 
-def specialization(values) -> tuple:
+def specialization(values, n_tensors: int | None = None) -> tuple:
     """A key that is equal only where Triton would pick the same compiled kernel: a tensor's
     dtype and 16-byte alignment, a float's type, and every other value itself. Ints are keyed
     by value because constexpr tile sizes are ints too (Triton's own classes for dynamic ints,
-    ``== 1`` and ``% 16 == 0``, would merge BLOCK_T=32 with BLOCK_T=64)."""
-    key = []
-    for v in values:
-        if isinstance(v, torch.Tensor):
-            key.append(v.dtype)
-            key.append(v.data_ptr() & 15 == 0)
-        elif type(v) is float:
-            key.append(float)
-        else:
-            key.append(v)
-    return tuple(key)
+    ``== 1`` and ``% 16 == 0``, would merge BLOCK_T=32 with BLOCK_T=64). ``n_tensors``: the
+    values are that many tensors, then no tensor (faster, same key)."""
+    if n_tensors is None:
+        return tuple([(v.dtype, v.data_ptr() & 15 == 0) if isinstance(v, torch.Tensor)
+                      else float if type(v) is float else v for v in values])
+    return tuple([(t.dtype, t.data_ptr() & 15 == 0) for t in values[:n_tensors]]) + \
+        tuple([float if type(v) is float else v for v in values[n_tensors:]])
 
 
 def _raw_stream(device: int) -> int:
@@ -87,14 +83,16 @@ except ImportError:  # older Triton: ENABLED is False
     _knobs = None
 
 
-def run(kernel, grid: tuple, num_warps: int, values: tuple) -> None:
+def run(kernel, grid: tuple, num_warps: int, values: tuple, n_tensors: int | None = None):
     """``kernel[grid](*values, num_warps=num_warps)``, directly when this specialization has
-    been compiled before. ``values`` holds every kernel parameter, in order."""
+    been compiled before. ``values`` holds every kernel parameter, in order; when given, the
+    first ``n_tensors`` are the only tensors."""
     if not ENABLED or _hooks_set():
         kernel[grid](*values, num_warps=num_warps)
         return
     device = torch.cuda.current_device()
-    key = (id(kernel), device, num_warps, specialization(values))  # JITFunction hashes slowly
+    # id(): a JITFunction hashes its source digest on every call
+    key = (id(kernel), device, num_warps, specialization(values, n_tensors))
     entry = _CACHE.get(key)
     if entry is None:
         if len(values) != len(kernel.arg_names):

@@ -175,13 +175,13 @@ def launch(kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, devic
             return launch(kernel, config, B, T, acc, device, pointers, ints, scalars, flags)
     grid = config.grid(B, T)
     middle = (B, T, grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
-    tile = (config.BLOCK_B, config.BLOCK_T)
+    tile, w, n = (config.BLOCK_B, config.BLOCK_T), config.num_warps, len(pointers) + 1
     if grid[1] == 1:  # agg_ptr is never touched: any pointer will do
-        D.run(kernel, grid, config.num_warps, (*pointers, pointers[-1], *middle, 0, *tile))
+        D.run(kernel, grid, w, (*pointers, pointers[-1], *middle, 0, *tile), n)
         return
     agg = torch.empty((2, B, grid[1]), dtype=acc, device=device)
-    D.run(kernel, grid, config.num_warps, (*pointers, agg, *middle, 1, *tile))
-    D.run(kernel, grid, config.num_warps, (*pointers, agg, *middle, 2, *tile))
+    D.run(kernel, grid, w, (*pointers, agg, *middle, 1, *tile), n)
+    D.run(kernel, grid, w, (*pointers, agg, *middle, 2, *tile), n)
 
 
 def scan_rows(alpha, beta, initial, reverse: bool, out: torch.Tensor) -> torch.Tensor:
