@@ -1,5 +1,7 @@
 """The direct launch of compiled kernels: its specialization key on any machine, and on the GPU
 that every call after the first goes through it with results equal to the reference."""
+import inspect
+
 import pytest
 import torch
 import triton
@@ -11,6 +13,7 @@ from triton.runtime.jit import JITFunction
 import paper_repro as P
 from paper_repro.baselines import reference as ref
 from paper_repro.kernels import _direct as D
+from paper_repro.kernels import _launch as L
 
 IDS = [e.name for e in ESTIMATORS]
 
@@ -114,3 +117,88 @@ def test_shapes_alternate(est, direct):
               (4096, 8), (4096, 16), (1, 4096), (64, 8192)]
     for N, T in shapes + shapes[::-1]:
         _check(est, make_inputs(N, T, device="cuda", seed=N + T), 1e-4)
+
+
+class _Compiled:
+    """Stands in for a compiled kernel: remembers Triton's key for the call that compiled it
+    and checks every later (direct) launch against Triton's key for that call."""
+
+    def __init__(self, truth, spec):
+        self.truth, self.spec, self.function, self.packed_metadata = truth, spec, None, None
+        self.hits = 0
+
+    @property
+    def run(self):
+        def launcher(gx, gy, gz, stream, function, metadata, lm, enter, leave, *values):
+            assert self.truth(values) == self.spec, "a direct launch reused another kernel"
+            self.hits += 1
+        return launcher
+
+
+class _Kernel:
+    """A kernel whose compile step returns a _Compiled keyed by Triton's own specializer."""
+
+    def __init__(self, real, compiled):
+        self.real, self.arg_names, self.fn, self.compiled = real, real.arg_names, real.fn, compiled
+
+    def truth(self, values, num_warps=None):
+        from triton._C.libtriton import native_specialize_impl
+        from triton.backends.compiler import BaseBackend
+
+        params = inspect.signature(self.real.fn).parameters.values()
+        return tuple(("constexpr", v) if p.annotation in (tl.constexpr, "tl.constexpr") else
+                     native_specialize_impl(BaseBackend, v, False, True, True)
+                     for p, v in zip(params, values))
+
+    def __getitem__(self, grid):
+        def compile_and_run(*values, num_warps):
+            c = _Compiled(self.truth, self.truth(values))
+            self.compiled.append(c)
+            return c
+        return compile_and_run
+
+
+def _drive_engine(monkeypatch, key):
+    """Every estimator over shapes, dtypes, layouts and flags whose tiles differ only in
+    constexprs, with the direct launch on and kernels replaced by _Kernel."""
+    if not L.INTERPRETED:
+        pytest.skip("drives the kernel wrappers on CPU tensors (TRITON_INTERPRET=1)")
+    pytest.importorskip("triton._C.libtriton", reason="Triton's native specializer")
+    compiled, proxies, real_run = [], {}, D.run
+
+    def run(kernel, grid, num_warps, values, n_tensors=None):
+        proxy = proxies.setdefault(id(kernel), _Kernel(kernel, compiled))
+        real_run(proxy, grid, num_warps, values, n_tensors)
+
+    monkeypatch.setattr(D, "ENABLED", True)
+    monkeypatch.setattr(D, "_CACHE", {})
+    monkeypatch.setattr(D, "_hooks_set", lambda: False)
+    monkeypatch.setattr(D, "_raw_stream", lambda device: 0)
+    monkeypatch.setattr(D.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(D, "specialization", key)
+    monkeypatch.setattr(D, "run", run)
+    for N, T in [(64, 32), (64, 64), (64, 128), (3, 17), (1, 1), (1, 4096), (40, 9), (40, 16)]:
+        for dtype in (torch.float32, torch.bfloat16):
+            d = make_inputs(N, T, dtype=dtype, seed=N * T)
+            for est in ESTIMATORS:
+                for layout in LAYOUTS[:2]:
+                    est.call(P, layout.apply(d), time_dim=layout.time_dim)
+                    est.call(P, layout.apply(d), time_dim=layout.time_dim)  # a repeat: direct
+    return compiled
+
+
+def test_direct_key_agrees_with_tritons_specializer(monkeypatch):
+    """Every direct launch reuses a kernel that Triton's own specializer would also pick."""
+    compiled = _drive_engine(monkeypatch, D.specialization)
+    assert len(compiled) > 20 and sum(c.hits for c in compiled) > 100
+
+
+def test_the_agreement_check_can_fail(monkeypatch):
+    """With ints keyed by Triton's dynamic-int classes (the first key), tile sizes collide."""
+    def class_key(values, n_tensors=None):
+        return tuple((v.dtype, v.data_ptr() & 15 == 0) if isinstance(v, torch.Tensor) else
+                     (v == 1, v % 16 == 0) if type(v) is int else
+                     float if type(v) is float else v for v in values)
+
+    with pytest.raises(AssertionError, match="reused another kernel"):
+        _drive_engine(monkeypatch, class_key)
