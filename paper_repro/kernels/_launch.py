@@ -310,7 +310,7 @@ def scalar_pairs(*values: float) -> tuple:
 def pointers(placeholder: torch.Tensor, *tensors) -> tuple:
     """Kernel pointers in parameter order; an absent optional tensor becomes ``placeholder``
     (never read: its ``HAS_*`` flag is off)."""
-    return tuple(placeholder if t is None else t for t in tensors)
+    return tuple([placeholder if t is None else t for t in tensors])
 
 
 class Output:

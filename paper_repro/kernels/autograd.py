@@ -58,7 +58,11 @@ def needs_dispatch(*tensors) -> bool:
     """Go through the registered op when compiling or when a gradient may be needed."""
     if torch.compiler.is_compiling():
         return True
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+    if torch.is_grad_enabled():
+        for t in tensors:
+            if t is not None and t.requires_grad:
+                return True
+    return False
 
 
 def register(spec: Spec, forward):
