@@ -8,6 +8,8 @@ export MPLBACKEND := Agg
 DEPS_CHECK := import torch, triton, numpy, pandas, matplotlib, sympy, pytest, papermill, tqdm, nbformat, ipykernel
 HAVE_DEPS := $(shell python3 -c "$(DEPS_CHECK)" >/dev/null 2>&1 && echo yes)
 HAVE_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo yes)
+# suites are split over every visible GPU (one process each); GPUS=1 keeps them on one
+GPUS ?= $(if $(HAVE_GPU),$(shell nvidia-smi -L | wc -l),1)
 VENV := .venv
 ifeq ($(HAVE_DEPS),yes)
 PY := python3
@@ -52,7 +54,7 @@ proofs: $(PY_DEP)
 	$(PY) -m proofs
 
 bench: $(PY_DEP)
-	$(PY) -m paper_repro.bench all $(if $(QUICK),--quick,) $(BENCH_ARGS)
+	$(PY) -m paper_repro.bench all --gpus $(GPUS) $(if $(QUICK),--quick,) $(BENCH_ARGS)
 
 figures: $(PY_DEP)
 	$(PY) -m paper_repro.notebooks_runner $(if $(QUICK),--quick,)

@@ -12,6 +12,7 @@ from paper_repro.bench.providers import PROVIDERS, Prepared, Provider
 from paper_repro.bench.roofline import min_bytes_for, percent_of_roofline
 from paper_repro.bench.runner import Runner
 from paper_repro.bench.suites import SUITES, Spec, Suite
+from paper_repro.paths import ROOT
 
 CPU_PROVIDERS = ("ours", "doubling-eager", "loop-gpu", "numpy-cpu")
 
@@ -237,3 +238,27 @@ def test_pufferlib_study_is_40_shapes_with_one_shared():
     production, massive = claims_more._paper_sets(m)
     assert len(production) == len(massive) == 20
     assert claims_more._paper_sets(m.drop((8192, 128))) is None
+
+
+def test_suites_split_over_gpus_and_merge_back(tmp_path, monkeypatch):
+    """--gpus 2: one process per lane (here on the CPU), rows and provenance merged into --out,
+    rows already there kept."""
+    from paper_repro.bench import lanes
+
+    assert lanes.split(["headline", "grid", "long", "launch"], 2) == [["long", "launch"],
+                                                                      ["headline", "grid"]]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "x,y")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    results.upsert(tmp_path / "grid.csv", [dict(suite="grid", algorithm="gae",
+                                                implementation="kept", metric="device")])
+    code = main(["headline", "grid", "--quick", "--out", str(tmp_path), "--providers",
+                 "numpy-cpu", "--device", "cpu", "--no-progress", "--gpus", "2"])
+    assert code == 0 and not (tmp_path / ".lanes").exists()
+    for name in ("headline", "grid"):
+        frame = results.read_results(tmp_path / f"{name}.csv")
+        assert (frame[frame.implementation == "numpy-cpu"].status == "ok").all()
+        assert len(frame[frame.implementation == "numpy-cpu"]) > 0
+    assert "kept" in set(results.read_results(tmp_path / "grid.csv").implementation)
+    info = json.loads((tmp_path / "provenance.json").read_text())["suites"]
+    assert info["grid"]["command"].endswith("--gpus 2")
+    assert "--out" in info["headline"]["lane_command"]

@@ -28,6 +28,8 @@ def _parser():
                         help="skip cells already recorded in the output CSV")
     parser.add_argument("--budget-minutes", type=float, default=None,
                         help="start no new case after this many minutes per suite")
+    parser.add_argument("--gpus", type=int, default=1,
+                        help="run the suites split over this many GPUs, one process each")
     parser.add_argument("--list", action="store_true", help="list suites and providers, exit")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
@@ -41,6 +43,19 @@ def _list():
     for name, provider in PROVIDERS.items():
         reason = unavailable(name)
         print(f"{name:20s} {provider.label:28s} {'available' if reason is None else reason}")
+
+
+def _lane_options(args) -> list[str]:
+    """The options every per-GPU process repeats (all but the suites, --out and --gpus)."""
+    rest = ["--quick"] * args.quick + ["--resume"] * args.resume + \
+        ["--no-progress"] * args.no_progress
+    if args.providers:
+        rest += ["--providers", *args.providers]
+    if args.device:
+        rest += ["--device", args.device]
+    if args.budget_minutes is not None:
+        rest += ["--budget-minutes", str(args.budget_minutes)]
+    return rest
 
 
 def main(argv=None):
@@ -61,6 +76,12 @@ def main(argv=None):
 
     out = args.out or default_out_dir()
     command = "python -m paper_repro.bench " + " ".join(shlex.quote(a) for a in argv)
+    if args.gpus < 1:
+        _parser().error("--gpus must be at least 1")
+    if args.gpus > 1:
+        from paper_repro.bench import lanes
+
+        return lanes.run(names, args.gpus, out, _lane_options(args), command)
     start_all = time.perf_counter()
     for name in names:
         suite = SUITES[name]

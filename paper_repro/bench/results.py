@@ -123,16 +123,21 @@ def provenance(command=None):
     return info
 
 
+def file_suite(data: dict, suite: str, info: dict) -> None:
+    """Make ``info`` the provenance of ``suite`` in ``data``, keeping a different earlier run
+    (e.g. ``--providers ours`` re-measured after a change: the peers' rows are older)."""
+    earlier = data.setdefault("suites", {}).get(suite)
+    if earlier and earlier.get("command") != info.get("command"):
+        data.setdefault("earlier_runs", {}).setdefault(suite, []).append(earlier)
+    data["suites"][suite] = info
+    data["latest"] = info
+
+
 def record_provenance(out_dir, suite, info):
     """Merge ``info`` for ``suite`` into ``<out_dir>/provenance.json``."""
     path = Path(out_dir) / "provenance.json"
     data = json.loads(path.read_text()) if path.exists() else {}
-    earlier = data.setdefault("suites", {}).get(suite)
-    if earlier and earlier.get("command") != info.get("command"):
-        # e.g. ``--providers ours`` re-measured after a change: the peers' rows are older
-        data.setdefault("earlier_runs", {}).setdefault(suite, []).append(earlier)
-    data["suites"][suite] = info
-    data["latest"] = info
+    file_suite(data, suite, info)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return data
