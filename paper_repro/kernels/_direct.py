@@ -1,7 +1,8 @@
 """Launch compiled Triton kernels through their own launcher, skipping Triton's per-call binder.
 
-``kernel[grid](**args)`` binds, specializes and hashes every argument on every call: about
-30 us of host time on the H200's host, 8x the device time of a 4096x128 scan. The first call
+``kernel[grid](*args)`` binds, specializes and hashes every argument on every call: 18-41 us
+of host time on the H200 hosts measured, 5-10x the device time of a 4096x128 scan
+(data/h200/launch_probe.csv). The first call
 at a given specialization goes through Triton (which compiles); later calls with the same
 specialization key call the compiled kernel's launcher directly.
 
@@ -16,6 +17,11 @@ import os
 
 import torch
 import triton
+
+try:
+    from triton import knobs as _knobs
+except ImportError:  # older Triton: no direct launch
+    _knobs = None
 
 # Versions on which the direct launch is on by default once tests/test_direct_launch.py has
 # passed on the GPU with the current key. Elsewhere PAPER_REPRO_DIRECT_LAUNCH=1 opts in.
@@ -33,9 +39,10 @@ def _enabled() -> bool:
     if setting == "0" or os.environ.get("TRITON_INTERPRET", "0") == "1":
         return False
     try:
-        from triton import knobs  # noqa: F401
         from triton.compiler.compiler import CompiledKernel
     except ImportError:
+        return False
+    if _knobs is None:
         return False
     if not all(hasattr(CompiledKernel, a) for a in ("run", "launch_metadata", "_init_handles")):
         return False
@@ -77,12 +84,6 @@ def _active(hook) -> bool:
     return hook is not None and bool(getattr(hook, "calls", True))
 
 
-try:
-    from triton import knobs as _knobs
-except ImportError:  # older Triton: ENABLED is False
-    _knobs = None
-
-
 def run(kernel, grid: tuple, num_warps: int, values: tuple, n_tensors: int | None = None):
     """``kernel[grid](*values, num_warps=num_warps)``, directly when this specialization has
     been compiled before. ``values`` holds every kernel parameter, in order; when given, the
@@ -108,7 +109,3 @@ def run(kernel, grid: tuple, num_warps: int, values: tuple, n_tensors: int | Non
     launcher(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
              _raw_stream(device), function, metadata, None, None, None, *values)
 
-
-def cached_launches() -> int:
-    """How many specializations have a direct launcher (tests)."""
-    return len(_CACHE)
