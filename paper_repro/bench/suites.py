@@ -19,7 +19,10 @@ TRUNCATION_SHAPES = ((64, 512), (256, 1024), (512, 4096), (16384, 512))
 PUFFER_PRODUCTION = tuple((n, t) for t in (128, 512, 1024, 2048, 4096)
                           for n in (128, 512, 2048, 8192))
 PUFFER_MASSIVE = tuple((n, t) for t in (8, 16, 32, 64, 128) for n in (4096, 8192, 16384, 32768))
-LONG = tuple((16, t) for t in (65536, 131072, 262144, 524288)) + ((64, 131072), (4, 1048576))
+LONG = tuple((16, t) for t in (65536, 131072, 262144, 524288)) + ((64, 131072), (4, 1048576),
+                                                                   (1, 4194304))
+# short horizons with many envs: where PufferLib's one-thread-per-row kernel is strongest
+SHORT = tuple((n, t) for n in (4096, 32768) for t in (8, 16, 32))
 # retrace and eligibility traces share their engine paths with the five kept here
 LONG_ALGORITHMS = ("gae", "vtrace", "lambda_returns", "discounted_returns", "prefix_sum")
 RETRACE_T = tuple((512, t) for t in (1024, 2048, 4096, 8192))
@@ -111,7 +114,12 @@ SUITES = {s.name: s for s in [
           ("ours", "pufferlib", "rl-triton"), ("full_call", "device", "amortized"),
           _specs(((128, 128), (4096, 8), (32768, 32)), ("gae",)), trials=11, n_iter=100,
           trial_seconds=0.25),
-    Suite("long", "few long sequences: N=16 x T in 65536 ... 524288, 64 x 131072, 4 x 1048576",
+    Suite("short", "short horizons, many envs: GAE at 4096 and 32768 envs x T in 8, 16, 32 "
+          "against PufferLib and both compiled scans", _specs(SHORT, ("gae",)),
+          ("ours", "pufferlib", "rl-triton") + COMPILED, ("full_call", "device", "amortized"),
+          _specs(((4096, 8),), ("gae",))),
+    Suite("long", "few long sequences: N=16 x T in 65536 ... 524288, 64 x 131072, 4 x 1048576, "
+          "1 x 4194304",
           _specs(LONG, LONG_ALGORITHMS),
           ("ours",) + COMPILED + ("rl-triton", "pufferlib", "torchrl"),
           quick_specs=_specs(((16, 8192), (4, 65536)), ("gae", "prefix_sum")),
