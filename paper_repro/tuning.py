@@ -5,6 +5,8 @@ record device times, so the heuristic in kernels/_launch.py is chosen from data.
 
 Writes ``tuning.csv`` (every configuration tried), ``heuristic.csv`` (the shipped heuristic's
 choice beside the best found) and ``copy_bandwidth.csv`` (the roofline ceiling).
+``--prefetch-probe`` writes ``prefetch_probe.csv``: the shipped tiles with the kernels' PREFETCH
+switch forced off and on, beside an SM copy of the same bytes timed the same way.
 """
 from __future__ import annotations
 
@@ -97,6 +99,54 @@ def gae_inputs(N, T, time_major=False):
     return lambda: P.compute_gae(r, v, term, time_dim=dim)
 
 
+def probe_inputs(algorithm, N, T, dtype=torch.float32, time_major=False):
+    """A call of one estimator on random inputs, and its minimal traffic in bytes."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    shape = (T, N) if time_major else (N, T)
+    x = torch.randn(shape, device="cuda", generator=g).to(dtype)
+    v = torch.randn(shape, device="cuda", generator=g).to(dtype)
+    done = torch.rand(shape, device="cuda", generator=g) < 0.05
+    done = done.to(dtype) if dtype == torch.float32 else done
+    dim = 0 if time_major else -1
+    item = x.element_size()
+    if algorithm == "gae":
+        return (lambda: P.compute_gae(x, v, done, time_dim=dim)), x.numel() * (
+            3 * item + done.element_size())
+    return (lambda: P.compute_episodic_prefix_sum(x, done, time_dim=dim)), x.numel() * (
+        2 * item + done.element_size())
+
+
+def copy_us(nbytes: int) -> float:
+    """An SM copy moving ``nbytes`` (half read, half written), timed like the kernels."""
+    src = torch.empty(nbytes // 8, device="cuda")
+    dst = torch.empty_like(src)
+    return device_time_us(lambda: torch.mul(src, 1.0, out=dst))
+
+
+def write_prefetch_probe(out):
+    cases = [("gae", s, torch.float32, False) for s in SHAPES]
+    cases += [(a, s, d, tm) for a in ("gae", "prefix_sum")
+              for s in [(512, 4096), (64, 131072), (1, 4194304)]
+              for d, tm in ((torch.bfloat16, False), (torch.float32, True))
+              if not (a == "prefix_sum" and d == torch.bfloat16)]
+    cases += [("prefix_sum", s, torch.float32, False) for s in SHAPES]
+    with open(out / "prefetch_probe.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["algorithm", "num_envs", "seq_len", "dtype", "time_major", "config",
+                    "load_us", "prefetch_us", "copy_us", "bytes"])
+        for algorithm, (N, T), dtype, tm in cases:
+            fn, nbytes = probe_inputs(algorithm, N, T, dtype, tm)
+            cfg = L.choose_config(N, T, tm, L.num_sms(torch.device("cuda")), False)
+            times = []
+            for flag in (False, True):
+                with L.force_prefetch(flag):
+                    times.append(round(device_time_us(fn), 3))
+            w.writerow([algorithm, N, T, str(dtype).split(".")[-1], int(tm),
+                        [cfg.BLOCK_B, cfg.BLOCK_T, cfg.num_warps, cfg.seg_len], *times,
+                        round(copy_us(nbytes), 3), nbytes])
+            f.flush()
+
+
 def candidates(N, T, time_major):
     pow_t = 1 << max(0, (T - 1).bit_length())
     pow_n = 1 << max(0, (N - 1).bit_length())
@@ -123,6 +173,8 @@ def main(argv=None):
     p.add_argument("--no-sweep", action="store_true", help="only the heuristic's timings")
     p.add_argument("--launch-probe", action="store_true",
                    help="only split compute_gae's full call into host work and launch cost")
+    p.add_argument("--prefetch-probe", action="store_true",
+                   help="only time the shipped tiles with PREFETCH off and on")
     p.add_argument("--shipped-report", action="store_true",
                    help="no GPU: the current heuristic against the recorded sweep")
     args = p.parse_args(argv)
@@ -133,6 +185,9 @@ def main(argv=None):
         return
     if args.launch_probe:
         write_launch_probe(out)
+        return
+    if args.prefetch_probe:
+        write_prefetch_probe(out)
         return
     t0 = time.time()
     with open(out / "copy_bandwidth.csv", "w", newline="") as f:

@@ -116,3 +116,16 @@ def test_empty(est, shape, backend):
          for k, x in d.items()}
     for y in outputs(est.call(P, d)):
         assert y.shape == (N, T)
+
+
+@pytest.mark.parametrize("config", [SPLITS[0], L.ScanConfig(2, 16, 1, 256)], ids=["split", "one"])
+@pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_prefetch_switch(est, prefetch, config, kernels):
+    """Both orders of the tile loop (next tile loaded before or after this one's scan) give the
+    reference, in one pass and split over time."""
+    d = make_inputs(5, 203, device=device_of(kernels))
+    with L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext(), \
+            L.force_config(config), L.force_prefetch(prefetch):
+        check(est, d, TOL[torch.float32])

@@ -16,6 +16,7 @@ from paper_repro.kernels import _launch as L
 from paper_repro.kernels.affine_scan import (
     incoming_carry,
     launch,
+    next_tile,
     row_block,
     scan_tile,
     segment_chunks,
@@ -28,12 +29,25 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 
 
 @triton.jit
+def decayed_inputs(x_ptr, done_ptr, offs, mask, t, stride_t, PREVIOUS_DONE: tl.constexpr):
+    """One tile's x_t and the flag that resets the sum entering t, unconverted."""
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    if PREVIOUS_DONE:
+        # "ends at": the flag at t-1 resets the sum entering step t.
+        d = tl.load(done_ptr + offs - stride_t, mask=mask & (t >= 1)[None, :], other=0)
+    else:
+        d = tl.load(done_ptr + offs, mask=mask, other=0)
+    return x, d
+
+
+@triton.jit
 def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr,
                            B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                            decay, decay_lo,
                            PREVIOUS_DONE: tl.constexpr, HAS_SEED: tl.constexpr,
                            ACC: tl.constexpr, PHASE: tl.constexpr,
-                           BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr):
+                           BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr,
+                           PREFETCH: tl.constexpr):
     k = tl.cast(decay, ACC) + tl.cast(decay_lo, ACC)
     rows, row_mask = row_block(B, BLOCK_B)
     t_begin, n_chunks = segment_chunks(T, seg_len, BLOCK_T)
@@ -42,20 +56,27 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr,
         carry0 = tl.load(seed_ptr + rows, mask=row_mask, other=0.0).to(ACC)
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE, False)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
+    t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+                                 BLOCK_T, False)
+    x, d = decayed_inputs(x_ptr, done_ptr, offs, mask, t, stride_t, PREVIOUS_DONE)
     for i in range(n_chunks):
         t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, False)
-        alpha = tl.load(x_ptr + offs, mask=mask, other=0.0).to(ACC)
-        if PREVIOUS_DONE:
-            # "ends at": the flag at t-1 resets the sum entering step t.
-            d = tl.load(done_ptr + offs - stride_t, mask=mask & (t >= 1)[None, :], other=0)
-        else:
-            d = tl.load(done_ptr + offs, mask=mask, other=0)
+        t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
+                                        stride_b, stride_t, BLOCK_T, False)
+        if PREFETCH:
+            x_n, d_n = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, stride_t,
+                                      PREVIOUS_DONE)
+        alpha = x.to(ACC)
         beta = tl.where(mask, k * (1.0 - d.to(ACC)), 1.0)
         out, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, False)
         agg_b = agg_b * b_edge
         if PHASE != 1:
             store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
+        if PREFETCH:
+            x, d = x_n, d_n
+        else:
+            x, d = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, stride_t, PREVIOUS_DONE)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 

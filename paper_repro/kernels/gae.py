@@ -14,7 +14,8 @@ from paper_repro.kernels import _launch as L
 from paper_repro.kernels.affine_scan import (
     incoming_carry,
     launch,
-    load_flags,
+    next_tile,
+    raw_flags,
     row_block,
     scan_tile,
     segment_chunks,
@@ -27,13 +28,11 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 
 
 @triton.jit
-def next_state_value(v_ptr, boot_ptr, last, offs, mask, t, T, stride_t, trunc,
+def next_state_value(v_next, boot_ptr, last, offs, mask, t, T, trunc,
                      HAS_BOOT: tl.constexpr, HAS_LAST: tl.constexpr, ACC: tl.constexpr):
     """nu_t: V_{t+1} inside an episode, b_t at truncations, the window value at T-1."""
     is_last = (t == T - 1)[None, :]
-    v_next = tl.load(v_ptr + offs + stride_t, mask=mask & (t + 1 < T)[None, :],
-                     other=0.0).to(ACC)
-    nu = (1.0 - trunc) * v_next
+    nu = (1.0 - trunc) * v_next.to(ACC)
     if HAS_BOOT:
         # Bootstrap values are read only where they are used: truncations and T-1.
         b = tl.load(boot_ptr + offs, mask=mask & ((trunc != 0) | is_last), other=0.0).to(ACC)
@@ -44,12 +43,23 @@ def next_state_value(v_ptr, boot_ptr, last, offs, mask, t, T, stride_t, trunc,
 
 
 @triton.jit
+def step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, T, stride_t,
+                HAS_TRUNC: tl.constexpr):
+    """One tile's r_t, V_t, V_{t+1} and flags as stored (unconverted: no wait on the loads)."""
+    r = tl.load(r_ptr + offs, mask=mask, other=0.0)
+    v = tl.load(v_ptr + offs, mask=mask, other=0.0)
+    v_next = tl.load(v_ptr + offs + stride_t, mask=mask & (t + 1 < T)[None, :], other=0.0)
+    term, trunc = raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC)
+    return r, v, v_next, term, trunc
+
+
+@triton.jit
 def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_ptr, agg_ptr,
                    B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                    gamma, gamma_lo, lam, lam_lo,
                    HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr, HAS_LAST: tl.constexpr,
                    ACC: tl.constexpr, PHASE: tl.constexpr,
-                   BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr):
+                   BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr):
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     gl = g * (tl.cast(lam, ACC) + tl.cast(lam_lo, ACC))
     rows, row_mask = row_block(B, BLOCK_B)
@@ -60,20 +70,32 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
     last = tl.zeros([BLOCK_B], ACC)
     if HAS_LAST:
         last = tl.load(last_ptr + rows, mask=row_mask, other=0.0).to(ACC)
+    t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+                                 BLOCK_T, True)
+    r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
+                                            T, stride_t, HAS_TRUNC)
     for i in range(n_chunks):
         t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True)
-        r = tl.load(r_ptr + offs, mask=mask, other=0.0).to(ACC)
-        v = tl.load(v_ptr + offs, mask=mask, other=0.0).to(ACC)
-        term, trunc = load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, ACC)
-        nu = next_state_value(v_ptr, boot_ptr, last, offs, mask, t, T, stride_t, trunc,
+        t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
+                                        stride_b, stride_t, BLOCK_T, True)
+        if PREFETCH:
+            r_n, v_n, v_next_n, term_n, trunc_n = step_inputs(
+                r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, T, stride_t, HAS_TRUNC)
+        done, cut = term.to(ACC), trunc.to(ACC)
+        nu = next_state_value(v_next, boot_ptr, last, offs, mask, t, T, cut,
                               HAS_BOOT, HAS_LAST, ACC)
-        alpha = tl.where(mask, r + g * (1.0 - term) * nu - v, 0.0)
-        beta = tl.where(mask, gl * (1.0 - tl.minimum(term + trunc, 1.0)), 1.0)
+        alpha = tl.where(mask, r.to(ACC) + g * (1.0 - done) * nu - v.to(ACC), 0.0)
+        beta = tl.where(mask, gl * (1.0 - tl.minimum(done + cut, 1.0)), 1.0)
         out, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, True)
         agg_b = agg_b * b_edge
         if PHASE != 1:
             store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
+        if PREFETCH:
+            r, v, v_next, term, trunc = r_n, v_n, v_next_n, term_n, trunc_n
+        else:
+            r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n,
+                                                    mask_n, t_n, T, stride_t, HAS_TRUNC)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 

@@ -15,7 +15,8 @@ from paper_repro.kernels import _launch as L
 from paper_repro.kernels.affine_scan import (
     incoming_carry,
     launch,
-    load_flags,
+    next_tile,
+    raw_flags,
     row_block,
     scan_tile,
     segment_chunks,
@@ -29,12 +30,24 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 
 
 @triton.jit
+def returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs, mask, HAS_NEXT: tl.constexpr,
+                   HAS_TRUNC: tl.constexpr):
+    """One tile's rewards, next values (or rewards again: unused) and flags, unconverted."""
+    r = tl.load(r_ptr + offs, mask=mask, other=0.0)
+    n = r
+    if HAS_NEXT:
+        n = tl.load(next_ptr + offs, mask=mask, other=0.0)
+    term, trunc = raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC)
+    return r, n, term, trunc
+
+
+@triton.jit
 def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, agg_ptr,
                        B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                        gamma, gamma_lo, lam, lam_lo,
                        HAS_NEXT: tl.constexpr, HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr,
                        ACC: tl.constexpr, PHASE: tl.constexpr,
-                       BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr):
+                       BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr):
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     lam_ = tl.cast(lam, ACC) + tl.cast(lam_lo, ACC)
     rows, row_mask = row_block(B, BLOCK_B)
@@ -45,24 +58,37 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
                          other=0.0).to(ACC)
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE, True)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
+    t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+                                 BLOCK_T, True)
+    r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs, mask,
+                                       HAS_NEXT, HAS_TRUNC)
     for i in range(n_chunks):
         t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True)
-        alpha = tl.load(r_ptr + offs, mask=mask, other=0.0).to(ACC)
-        term, trunc = load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, ACC)
-        keep = 1.0 - tl.minimum(term + trunc, 1.0)
+        t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
+                                        stride_b, stride_t, BLOCK_T, True)
+        if PREFETCH:
+            r_n, n_n, term_n, trunc_n = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr,
+                                                       offs_n, mask_n, HAS_NEXT, HAS_TRUNC)
+        done, cut = term.to(ACC), trunc.to(ACC)
+        keep = 1.0 - tl.minimum(done + cut, 1.0)
+        alpha = r.to(ACC)
         if HAS_NEXT:
-            n = tl.load(next_ptr + offs, mask=mask, other=0.0).to(ACC)
-            alpha += g * (1.0 - lam_) * keep * n
+            alpha += g * (1.0 - lam_) * keep * n.to(ACC)
         if HAS_BOOT and HAS_TRUNC:
-            b = tl.load(boot_ptr + offs, mask=mask & (trunc != 0), other=0.0).to(ACC)
-            alpha += g * trunc * b
+            b = tl.load(boot_ptr + offs, mask=mask & (cut != 0), other=0.0).to(ACC)
+            alpha += g * cut * b
         alpha = tl.where(mask, alpha, 0.0)
         beta = tl.where(mask, g * lam_ * keep, 1.0)
         out, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, True)
         agg_b = agg_b * b_edge
         if PHASE != 1:
             store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
+        if PREFETCH:
+            r, n, term, trunc = r_n, n_n, term_n, trunc_n
+        else:
+            r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs_n,
+                                               mask_n, HAS_NEXT, HAS_TRUNC)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 

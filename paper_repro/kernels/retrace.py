@@ -49,7 +49,8 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
                        gamma, gamma_lo, lam, lam_lo, c_bar, c_bar_lo, rho_bar, rho_bar_lo,
                        HAS_NEXT_PI: tl.constexpr, HAS_TRUNC: tl.constexpr,
                        ACC: tl.constexpr, PHASE: tl.constexpr,
-                       BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr):
+                       BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr):
+    # PREFETCH is ignored: the per-action gathers depend on the loaded actions.
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     lam_ = tl.cast(lam, ACC) + tl.cast(lam_lo, ACC)
     c_max = tl.cast(c_bar, ACC) + tl.cast(c_bar_lo, ACC)

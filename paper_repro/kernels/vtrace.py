@@ -15,8 +15,8 @@ from paper_repro.kernels import _launch as L
 from paper_repro.kernels.affine_scan import (
     incoming_carry,
     launch,
-    load_flags,
     next_in_time,
+    next_tile,
     row_block,
     scan_tile,
     segment_chunks,
@@ -25,8 +25,19 @@ from paper_repro.kernels.affine_scan import (
     tile_offsets,
 )
 from paper_repro.kernels.autograd import Spec, needs_dispatch, register
-from paper_repro.kernels.gae import check_flags, next_state_value
+from paper_repro.kernels.gae import check_flags, next_state_value, step_inputs
 from paper_repro.kernels.torch_scan import torch_affine_scan
+
+
+@triton.jit
+def vtrace_inputs(lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, T,
+                  stride_t, HAS_TRUNC: tl.constexpr):
+    """One tile's log-probabilities, r_t, V_t, V_{t+1} and flags, unconverted."""
+    lpt = tl.load(lpt_ptr + offs, mask=mask, other=0.0)
+    lpb = tl.load(lpb_ptr + offs, mask=mask, other=0.0)
+    r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, T,
+                                            stride_t, HAS_TRUNC)
+    return lpt, lpb, r, v, v_next, term, trunc
 
 
 @triton.jit
@@ -36,7 +47,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                       gamma, gamma_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo,
                       HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr, HAS_LAST: tl.constexpr,
                       ACC: tl.constexpr, PHASE: tl.constexpr,
-                      BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr):
+                      BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr):
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     rho_max = tl.cast(rho_bar, ACC) + tl.cast(rho_bar_lo, ACC)
     c_max = tl.cast(c_bar, ACC) + tl.cast(c_bar_lo, ACC)
@@ -48,32 +59,46 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
     last = tl.zeros([BLOCK_B], ACC)
     if HAS_LAST:
         last = tl.load(last_ptr + rows, mask=row_mask, other=0.0).to(ACC)
+    t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+                                 BLOCK_T, True)
+    lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
+        lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, T, stride_t, HAS_TRUNC)
     for i in range(n_chunks):
         t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True)
+        t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
+                                        stride_b, stride_t, BLOCK_T, True)
+        if PREFETCH:
+            lpt_n, lpb_n, r_n, v_n, v_next_n, term_n, trunc_n = vtrace_inputs(
+                lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, T,
+                stride_t, HAS_TRUNC)
         is_last = (t == T - 1)[None, :]
-        ratio = tl.exp(tl.load(lpt_ptr + offs, mask=mask, other=0.0).to(ACC)
-                       - tl.load(lpb_ptr + offs, mask=mask, other=0.0).to(ACC))
+        ratio = tl.exp(lpt.to(ACC) - lpb.to(ACC))
         rho = tl.minimum(ratio, rho_max)
-        r = tl.load(r_ptr + offs, mask=mask, other=0.0).to(ACC)
-        v = tl.load(v_ptr + offs, mask=mask, other=0.0).to(ACC)
-        term, trunc = load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, ACC)
-        nu = next_state_value(v_ptr, boot_ptr, last, offs, mask, t, T, stride_t, trunc,
+        v_t = v.to(ACC)
+        done, cut = term.to(ACC), trunc.to(ACC)
+        nu = next_state_value(v_next, boot_ptr, last, offs, mask, t, T, cut,
                               HAS_BOOT, HAS_LAST, ACC)
-        discount = g * (1.0 - term)
-        alpha = tl.where(mask, rho * (r + discount * nu - v), 0.0)
-        beta = tl.where(mask, g * tl.minimum(ratio, c_max) * (1.0 - tl.minimum(term + trunc, 1.0)),
+        discount = g * (1.0 - done)
+        alpha = tl.where(mask, rho * (r.to(ACC) + discount * nu - v_t), 0.0)
+        beta = tl.where(mask, g * tl.minimum(ratio, c_max) * (1.0 - tl.minimum(done + cut, 1.0)),
                         1.0)
         carry_in = carry
         delta, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, True)
         agg_b = agg_b * b_edge
         if PHASE != 1:
             # Next target: (1 - trunc) vs_{t+1} + trunc b_t inside the window, nu at T-1.
-            delta_next = tl.where(is_last, 0.0, (1.0 - trunc) * next_in_time(delta, carry_in,
-                                                                             BLOCK_T))
+            delta_next = tl.where(is_last, 0.0, (1.0 - cut) * next_in_time(delta, carry_in,
+                                                                           BLOCK_T))
             adv = alpha + rho * discount * delta_next
-            store_tile(out_ptr, (delta + v), rows, t, mask, out_stride_b, out_stride_t)
+            store_tile(out_ptr, (delta + v_t), rows, t, mask, out_stride_b, out_stride_t)
             store_tile(adv_ptr, adv, rows, t, mask, out_stride_b, out_stride_t)
+        if PREFETCH:
+            lpt, lpb, r, v, v_next, term, trunc = lpt_n, lpb_n, r_n, v_n, v_next_n, term_n, trunc_n
+        else:
+            lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
+                lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, T,
+                stride_t, HAS_TRUNC)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 
