@@ -17,6 +17,7 @@ from paper_repro.bench.claims_common import (
     not_measured,
     within,
 )
+from paper_repro.bench.suites import ROOFLINE_BANDWIDTH_GBPS
 
 PUFFER = ("pufferlib", "full_call")
 
@@ -83,16 +84,28 @@ def _i8(f, p):
             "reproduced (the full-call ratio compresses)" if c < d else "differs")
 
 
+HBM_PEAK_GBPS = 4800.0  # H200 HBM3e data-sheet peak; the paper's H100 figure was 3350
+
+
 def _i9(f, p):
     t = A.timings(f, "roofline", "pct_roofline")
     if RT not in t or "eligibility_traces" not in t.index.get_level_values("algorithm"):
         return MISSING
-    t = t.xs("eligibility_traces", level="algorithm")
-    col = t[RT].xs(("plain", "fp32", "NT"), level=("variant", "dtype", "layout")).dropna()
-    text = ", ".join(f"{k[0]}x{k[1]}: {v:.0f} %" for k, v in col.items())
-    ours = t[OURS].dropna() if OURS in t else []
-    return (text + " of copy bandwidth", ", ".join(f"{v:.0f} %" for v in ours) or NOT_RUN,
-            "not comparable (the paper divides by HBM peak 3350 GB/s, we by copy 4249 GB/s)")
+    t = t.xs(("eligibility_traces", "plain", "fp32", "NT"),
+             level=("algorithm", "variant", "dtype", "layout"))
+
+    def listed(col):
+        return ", ".join(f"{k[0]}x{k[1]}: {v:.0f} %" for k, v in col.dropna().items())
+
+    theirs = t[RT].dropna()
+    # the paper divides by its GPU's HBM peak, the roofline suite by measured copy bandwidth
+    best = theirs.max() * ROOFLINE_BANDWIDTH_GBPS / HBM_PEAK_GBPS
+    inside = 67 <= best <= 84 * 1.1
+    return (listed(theirs) + " of copy bandwidth", (listed(t[OURS]) if OURS in t else "")
+            or NOT_RUN,
+            f"{'reproduced' if inside else 'differs'} (best {best:.0f} % of HBM peak on the "
+            "H200; the fraction falls at short T with many envs and at few long rows, so it "
+            "does not simply grow with N)")
 
 
 def _i10(f, p):
