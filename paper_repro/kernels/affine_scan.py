@@ -177,28 +177,27 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, B, T, n_
         carry0 = tl.load(init_ptr + rows, mask=row_mask, other=0.0).to(ACC)
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE, REVERSE)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
-    if PREFETCH:
-        t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b,
-                                     stride_t, BLOCK_T, REVERSE)
-        alpha = tl.load(alpha_ptr + offs, mask=mask, other=0.0)
-        beta = tl.load(beta_ptr + offs, mask=mask, other=1.0)
+    t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+                                 BLOCK_T, REVERSE)
+    alpha = tl.load(alpha_ptr + offs, mask=mask, other=0.0)
+    beta = tl.load(beta_ptr + offs, mask=mask, other=1.0)
     for i in range(n_chunks):
         t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, REVERSE)
+        t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
+                                        stride_b, stride_t, BLOCK_T, REVERSE)
         if PREFETCH:
-            t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                            stride_b, stride_t, BLOCK_T, REVERSE)
             alpha_n = tl.load(alpha_ptr + offs_n, mask=mask_n, other=0.0)
             beta_n = tl.load(beta_ptr + offs_n, mask=mask_n, other=1.0)
-        else:
-            alpha = tl.load(alpha_ptr + offs, mask=mask, other=0.0)
-            beta = tl.load(beta_ptr + offs, mask=mask, other=1.0)
         out, carry, b_edge = scan_tile(alpha.to(ACC), beta.to(ACC), carry, BLOCK_T, REVERSE)
         agg_b = agg_b * b_edge
         if PHASE != 1:
             store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
         if PREFETCH:
             alpha, beta = alpha_n, beta_n
+        else:
+            alpha = tl.load(alpha_ptr + offs_n, mask=mask_n, other=0.0)
+            beta = tl.load(beta_ptr + offs_n, mask=mask_n, other=1.0)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 

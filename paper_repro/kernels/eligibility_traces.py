@@ -56,20 +56,17 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr,
         carry0 = tl.load(seed_ptr + rows, mask=row_mask, other=0.0).to(ACC)
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE, False)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
-    if PREFETCH:
-        t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b,
-                                     stride_t, BLOCK_T, False)
-        x, d = decayed_inputs(x_ptr, done_ptr, offs, mask, t, stride_t, PREVIOUS_DONE)
+    t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+                                 BLOCK_T, False)
+    x, d = decayed_inputs(x_ptr, done_ptr, offs, mask, t, stride_t, PREVIOUS_DONE)
     for i in range(n_chunks):
         t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, False)
+        t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
+                                        stride_b, stride_t, BLOCK_T, False)
         if PREFETCH:
-            t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                            stride_b, stride_t, BLOCK_T, False)
             x_n, d_n = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, stride_t,
                                       PREVIOUS_DONE)
-        else:
-            x, d = decayed_inputs(x_ptr, done_ptr, offs, mask, t, stride_t, PREVIOUS_DONE)
         alpha = x.to(ACC)
         beta = tl.where(mask, k * (1.0 - d.to(ACC)), 1.0)
         out, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, False)
@@ -78,6 +75,8 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr,
             store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
         if PREFETCH:
             x, d = x_n, d_n
+        else:
+            x, d = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, stride_t, PREVIOUS_DONE)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 

@@ -70,22 +70,18 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
     last = tl.zeros([BLOCK_B], ACC)
     if HAS_LAST:
         last = tl.load(last_ptr + rows, mask=row_mask, other=0.0).to(ACC)
-    if PREFETCH:
-        t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b,
-                                     stride_t, BLOCK_T, True)
-        r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask,
-                                                t, T, stride_t, HAS_TRUNC)
+    t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+                                 BLOCK_T, True)
+    r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
+                                            T, stride_t, HAS_TRUNC)
     for i in range(n_chunks):
         t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True)
+        t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
+                                        stride_b, stride_t, BLOCK_T, True)
         if PREFETCH:
-            t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                            stride_b, stride_t, BLOCK_T, True)
             r_n, v_n, v_next_n, term_n, trunc_n = step_inputs(
                 r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, T, stride_t, HAS_TRUNC)
-        else:
-            r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs,
-                                                    mask, t, T, stride_t, HAS_TRUNC)
         done, cut = term.to(ACC), trunc.to(ACC)
         nu = next_state_value(v_next, boot_ptr, last, offs, mask, t, T, cut,
                               HAS_BOOT, HAS_LAST, ACC)
@@ -97,6 +93,9 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
             store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
         if PREFETCH:
             r, v, v_next, term, trunc = r_n, v_n, v_next_n, term_n, trunc_n
+        else:
+            r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n,
+                                                    mask_n, t_n, T, stride_t, HAS_TRUNC)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 

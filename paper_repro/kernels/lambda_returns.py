@@ -58,22 +58,18 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
                          other=0.0).to(ACC)
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE, True)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
-    if PREFETCH:
-        t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b,
-                                     stride_t, BLOCK_T, True)
-        r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs, mask,
-                                           HAS_NEXT, HAS_TRUNC)
+    t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+                                 BLOCK_T, True)
+    r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs, mask,
+                                       HAS_NEXT, HAS_TRUNC)
     for i in range(n_chunks):
         t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True)
+        t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
+                                        stride_b, stride_t, BLOCK_T, True)
         if PREFETCH:
-            t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                            stride_b, stride_t, BLOCK_T, True)
             r_n, n_n, term_n, trunc_n = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr,
                                                        offs_n, mask_n, HAS_NEXT, HAS_TRUNC)
-        else:
-            r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs, mask,
-                                               HAS_NEXT, HAS_TRUNC)
         done, cut = term.to(ACC), trunc.to(ACC)
         keep = 1.0 - tl.minimum(done + cut, 1.0)
         alpha = r.to(ACC)
@@ -90,6 +86,9 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
             store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
         if PREFETCH:
             r, n, term, trunc = r_n, n_n, term_n, trunc_n
+        else:
+            r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs_n,
+                                               mask_n, HAS_NEXT, HAS_TRUNC)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 

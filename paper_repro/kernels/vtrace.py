@@ -59,25 +59,19 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
     last = tl.zeros([BLOCK_B], ACC)
     if HAS_LAST:
         last = tl.load(last_ptr + rows, mask=row_mask, other=0.0).to(ACC)
-    if PREFETCH:
-        t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b,
-                                     stride_t, BLOCK_T, True)
-        lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
-            lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, T, stride_t,
-            HAS_TRUNC)
+    t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+                                 BLOCK_T, True)
+    lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
+        lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, T, stride_t, HAS_TRUNC)
     for i in range(n_chunks):
         t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True)
+        t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
+                                        stride_b, stride_t, BLOCK_T, True)
         if PREFETCH:
-            t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                            stride_b, stride_t, BLOCK_T, True)
             lpt_n, lpb_n, r_n, v_n, v_next_n, term_n, trunc_n = vtrace_inputs(
                 lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, T,
                 stride_t, HAS_TRUNC)
-        else:
-            lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
-                lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, T, stride_t,
-                HAS_TRUNC)
         is_last = (t == T - 1)[None, :]
         ratio = tl.exp(lpt.to(ACC) - lpb.to(ACC))
         rho = tl.minimum(ratio, rho_max)
@@ -101,6 +95,10 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             store_tile(adv_ptr, adv, rows, t, mask, out_stride_b, out_stride_t)
         if PREFETCH:
             lpt, lpb, r, v, v_next, term, trunc = lpt_n, lpb_n, r_n, v_n, v_next_n, term_n, trunc_n
+        else:
+            lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
+                lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, T,
+                stride_t, HAS_TRUNC)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 
