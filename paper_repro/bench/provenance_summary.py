@@ -22,6 +22,16 @@ def summaries(data_dir=DATA):
     return found
 
 
+def earlier_runs(data_dir=DATA):
+    """{(directory name, suite): [provenance dict, ...]} of runs whose rows a later run of
+    other providers (or shapes) left in place."""
+    found = {}
+    for path in sorted(Path(data_dir).glob("*/provenance.json")):
+        for suite, runs in json.loads(path.read_text()).get("earlier_runs", {}).items():
+            found[(path.parent.name, suite)] = runs
+    return found
+
+
 def other_records(data_dir=DATA):
     """(relative path, provenance dict) of measurement files outside the benchmark suites."""
     found = []
@@ -46,12 +56,17 @@ def main(argv=None):
         print(f"No benchmark-suite measurements under {data_dir} yet (run `make bench` on a "
               "CUDA GPU); the tables show the paper's numbers beside what is recorded.")
         return 0
-    print(f"Recorded measurements under {data_dir}:")
+    print(f"Recorded measurements under {data_dir} (latest run; rows of earlier runs that it "
+          "did not replace keep their own records):")
+    earlier = earlier_runs(data_dir)
     for directory, suite, info in found:
         quick = " (quick subset)" if info.get("quick") else ""
         print(f"  {directory}/{suite}{quick}: {info.get('gpu') or 'CPU'}, {info.get('date')}, "
               f"torch {info.get('torch')}, triton {info.get('triton')}, CUDA {info.get('cuda')}, "
               f"driver {info.get('driver')}, commit {str(info.get('commit'))[:10]}")
+        commits = sorted({str(r.get("commit"))[:10] for r in earlier.get((directory, suite), [])})
+        if commits:
+            print(f"      earlier runs: commits {', '.join(commits)}")
     return 0
 
 
