@@ -245,8 +245,10 @@ def test_suites_split_over_gpus_and_merge_back(tmp_path, monkeypatch):
     rows already there kept."""
     from paper_repro.bench import lanes
 
-    assert lanes.split(["headline", "grid", "long", "launch"], 2) == [["long", "launch"],
-                                                                      ["headline", "grid"]]
+    assert lanes.split(["headline", "grid", "long", "launch"], 2) == [["long"],
+                                                                      ["headline", "grid",
+                                                                       "launch"]]
+    assert lanes.split(["grid", "launch", "retrace_t"], 2) == [["grid"], ["launch", "retrace_t"]]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "x,y")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     results.upsert(tmp_path / "grid.csv", [dict(suite="grid", algorithm="gae",
@@ -262,3 +264,24 @@ def test_suites_split_over_gpus_and_merge_back(tmp_path, monkeypatch):
     info = json.loads((tmp_path / "provenance.json").read_text())["suites"]
     assert info["grid"]["command"].endswith("--gpus 2")
     assert "--out" in info["headline"]["lane_command"]
+
+
+def test_suites_cover_the_roofline_targets():
+    """Few long rows and short horizons with many envs are measured at the shapes the
+    performance targets name, against the peers those targets name."""
+    from paper_repro.bench.suites import SUITES
+
+    long_shapes = {(s.num_envs, s.seq_len) for s in SUITES["long"].specs}
+    assert {(64, 131072), (16, 524288), (4, 1048576), (1, 4194304)} <= long_shapes
+    short = SUITES["short"]
+    assert {(s.num_envs, s.seq_len) for s in short.specs} == {
+        (n, t) for n in (4096, 32768) for t in (8, 16, 32)}
+    assert {"ours", "pufferlib", "assoc-scan-compiled"} <= set(short.providers)
+
+
+def test_provenance_names_the_launch_path():
+    from paper_repro.kernels import _direct
+
+    info = results.provenance("x")
+    assert info["launch_path"] == ("direct" if _direct.ENABLED else "triton")
+    assert info["command"] == "x"

@@ -15,7 +15,7 @@ from paper_repro.bench.results import file_suite, read_results, upsert
 
 # Minutes per suite measured on the H200 (every provider, full suite); used only to balance.
 MINUTES = {"headline": 4.5, "grid": 4.0, "truncation": 1.5, "production": 0.8, "launch": 1.0,
-           "retrace_t": 0.7, "pufferlib": 2.8, "long": 8.0, "roofline": 1.7, "short": 1.5}
+           "retrace_t": 0.7, "pufferlib": 2.8, "long": 13.0, "roofline": 8.0, "short": 2.0}
 
 
 def split(suites, n: int) -> list[list[str]]:
