@@ -26,35 +26,29 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 @contextlib.contextmanager
+def _setting(slot: list, value):
+    old, slot[0] = slot[0], value
+    try:
+        yield
+    finally:
+        slot[0] = old
+
+
 def cpu_backend(name: str):
     """Run CPU tensors through ``"triton"`` (interpreter) or ``"torch"`` inside the block."""
     if name == "triton" and not INTERPRETED:
         raise RuntimeError("the triton CPU backend needs TRITON_INTERPRET=1 before import")
-    old, _CPU_BACKEND[0] = _CPU_BACKEND[0], name
-    try:
-        yield
-    finally:
-        _CPU_BACKEND[0] = old
+    return _setting(_CPU_BACKEND, name)
 
 
-@contextlib.contextmanager
 def force_config(config: ScanConfig | None):
     """Use one tile configuration for every launch inside the block (tests, tuning)."""
-    old, _FORCED_CONFIG[0] = _FORCED_CONFIG[0], config
-    try:
-        yield
-    finally:
-        _FORCED_CONFIG[0] = old
+    return _setting(_FORCED_CONFIG, config)
 
 
-@contextlib.contextmanager
 def force_prefetch(flag: bool | None):
     """Force the kernels' PREFETCH switch inside the block (tests, tuning); None: the rule."""
-    old, _FORCED_PREFETCH[0] = _FORCED_PREFETCH[0], flag
-    try:
-        yield
-    finally:
-        _FORCED_PREFETCH[0] = old
+    return _setting(_FORCED_PREFETCH, flag)
 
 
 def prefetch(config: ScanConfig) -> bool:
