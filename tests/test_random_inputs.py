@@ -129,3 +129,14 @@ def test_prefetch_switch(est, prefetch, config, kernels):
     with L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext(), \
             L.force_config(config), L.force_prefetch(prefetch):
         check(est, d, TOL[torch.float32])
+
+
+def test_prefetch_rule():
+    """Prefetch where a program walks several tiles with few warps, not for one tile per
+    program nor at 16 warps (where the H200 probe measured it slower)."""
+    assert L.prefetch(L.choose_config(64, 131072, False, 132, False))  # few long rows, split
+    assert L.prefetch(L.choose_config(512, 4096, False, 132, False))  # one pass, 8 tiles
+    assert not L.prefetch(L.choose_config(4096, 128, False, 132, False))  # one tile
+    assert not L.prefetch(L.choose_config(8192, 4096, False, 132, False))  # 16 warps
+    with L.force_prefetch(True):
+        assert L.prefetch(L.choose_config(4096, 128, False, 132, False))
