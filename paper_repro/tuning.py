@@ -23,8 +23,9 @@ import torch
 import paper_repro as P
 from paper_repro.kernels import _launch as L
 
-SHAPES = [(4096, 8), (32768, 8), (32768, 32), (4096, 128), (16384, 128), (2048, 1024),
-          (512, 4096), (8192, 4096), (64, 131072), (16, 524288), (4, 1048576), (1, 4194304)]
+SHAPES = [(4096, 8), (32768, 8), (32768, 32), (4096, 128), (16384, 128), (256, 1024),
+          (4096, 512), (16384, 512), (2048, 1024), (512, 4096), (8192, 4096), (64, 131072),
+          (16, 524288), (4, 1048576), (1, 4194304)]
 TIME_MAJOR_SHAPES = [(4096, 128), (16384, 128), (32768, 32)]
 
 
@@ -162,7 +163,13 @@ def candidates(N, T, time_major):
             for warps, seg in itertools.product({max(1, min(16, tile // e)) for e in
                                                  (128, 256, 512)}, segs):
                 out.add(L.ScanConfig(bb, bt, warps, seg * bt))
-    return sorted(out, key=lambda c: (c.BLOCK_T, c.BLOCK_B, c.num_warps, c.seg_len))
+    # Round-robin over tile widths, so a sweep cut short by its time budget has still tried
+    # every BLOCK_T (sorted by BLOCK_T, the budget used to stop before the wide tiles).
+    by_width = {}
+    for c in sorted(out, key=lambda c: (c.BLOCK_T, c.BLOCK_B, c.num_warps, c.seg_len)):
+        by_width.setdefault(c.BLOCK_T, []).append(c)
+    groups = list(by_width.values())
+    return [g[i] for i in range(max(map(len, groups))) for g in groups if i < len(g)]
 
 
 def main(argv=None):

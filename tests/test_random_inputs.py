@@ -140,3 +140,14 @@ def test_prefetch_rule():
     assert not L.prefetch(L.choose_config(8192, 4096, False, 132, False))  # 16 warps
     with L.force_prefetch(True):
         assert L.prefetch(L.choose_config(4096, 128, False, 132, False))
+
+
+def test_tile_sweep_tries_every_width_first():
+    """A sweep cut short by its time budget has tried every tile width (BLOCK_T), and no
+    candidate is dropped or repeated by the reordering."""
+    from paper_repro.tuning import candidates
+
+    found = candidates(2048, 1024, False)
+    widths = {c.BLOCK_T for c in found}
+    assert {c.BLOCK_T for c in found[:len(widths)]} == widths and len(widths) >= 4
+    assert len(set(found)) == len(found)
