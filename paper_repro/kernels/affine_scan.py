@@ -7,9 +7,10 @@ PHASE 1 stores each segment's aggregate ``(a, b)``, PHASE 2 composes the later s
 aggregates into its incoming carry and scans (reduce-then-scan). PHASE 0 is the one-pass case.
 
 With ``PREFETCH`` (several tiles per program, few warps) the next tile's inputs are loaded
-before this tile is scanned, so its memory latency overlaps the scan: 10-18 % off the long-row
-shapes on the H200 (data/h200/prefetch_probe.csv). Loaded values stay unconverted until used,
-since converting them would wait for the loads.
+before this tile is scanned, so its memory latency overlaps the scan: 5-17 % off the long-row
+shapes on the H200 (data/h200/prefetch_probe.csv); without it they are loaded after this
+tile's store. Loaded values stay unconverted until used, since converting them would wait for
+the loads.
 
 Conventions (SPEC.md section 0): backward ``A_t = alpha_t + beta_t A_{t+1}`` with ``A_T = carry``;
 forward ``A_t = alpha_t + beta_t A_{t-1}`` with ``A_{-1} = seed``. Padded lanes are the
