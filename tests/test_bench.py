@@ -285,3 +285,28 @@ def test_provenance_names_the_launch_path():
     info = results.provenance("x")
     assert info["launch_path"] == ("direct" if _direct.ENABLED else "triton")
     assert info["command"] == "x"
+
+
+def _headline_frame(device_ms, full_ms):
+    rows = []
+    for a in ALGORITHMS:
+        for metric, value in (("device", device_ms), ("full_call", full_ms)):
+            rows.append(dict(suite="headline", algorithm=a, num_envs=4096, seq_len=128,
+                             variant="plain", dtype="fp32", layout="NT", implementation="ours",
+                             metric=metric, value=value, status="ok"))
+    return pd.DataFrame(rows)
+
+
+def test_targets_from_data():
+    """Each target is judged from the rows given: met, missed, or not recorded."""
+    from paper_repro.bench import analysis as A
+    from paper_repro.bench.targets import targets_table
+
+    table = targets_table(_headline_frame(0.002, 0.015)).set_index("target")
+    assert table.loc["4096x128 ≤ 3 µs (Retrace ≤ 8)", "met"] == "yes"
+    assert table.loc["4096x128 full call ≤ 18 µs", "met"] == "yes"
+    assert table.loc["time-major within 10 % of batch-major", "met"] == "not recorded"
+    slow = targets_table(_headline_frame(0.004, 0.040)).set_index("target")
+    assert slow.loc["4096x128 ≤ 3 µs (Retrace ≤ 8)", "met"] == "no"
+    recorded = targets_table(A.load())
+    assert len(recorded) == 9 and set(recorded.met) <= {"yes", "no", "not recorded"}

@@ -1,0 +1,134 @@
+"""The kernels' performance targets, judged from the recorded suites: bandwidth at large
+shapes and for few long rows, short horizons against PufferLib, the headline latency, Retrace
+across T, bf16 and time-major inputs.
+
+:func:`targets_table` gives one row per target: what it asks, what the data say and whether it
+is met. Everything is read from ``frame`` (``analysis.load``); a target whose suite is not
+recorded says so instead of a verdict.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from paper_repro.bench import analysis as A
+from paper_repro.bench.roofline import min_bytes_for, percent_of_roofline
+
+OURS = "ours"
+LONG_ROWS = ((64, 131072), (16, 524288), (4, 1048576), (1, 4194304))
+LARGE_BYTES = 32e6
+NOT_RECORDED = "not recorded"
+
+
+def _ours(frame, suite, metric="device", **where):
+    t = A.timings(frame, suite, metric)
+    if OURS not in t:
+        return pd.Series(dtype=float)
+    return A.select(t[OURS], **where).dropna() if where else t[OURS].dropna()
+
+
+def _row(target, measured, met):
+    return {"target": target, "measured": measured,
+            "met": NOT_RECORDED if met is None else ("yes" if met else "no")}
+
+
+def _pct_of_copy(ms, algorithm, n, t, dtype="fp32", flags="float"):
+    return percent_of_roofline(min_bytes_for(algorithm, n, t, "plain", dtype, flags), ms)
+
+
+def bandwidth_large(frame):
+    pct = _ours(frame, "roofline", "pct_roofline", variant="plain", dtype="fp32", layout="NT")
+    big = [(k, v) for k, v in pct.items() if min_bytes_for(k[0], k[1], k[2]) >= LARGE_BYTES]
+    if not big:
+        return _row("≥ 80 % of copy bandwidth at ≥ 32 MB", NOT_RECORDED, None)
+    worst = min(big, key=lambda kv: kv[1])
+    best = max(big, key=lambda kv: kv[1])
+    return _row("≥ 80 % of copy bandwidth at ≥ 32 MB",
+                f"{worst[1]:.0f} % ({A.label(worst[0][0])} {worst[0][1]}x{worst[0][2]}) to "
+                f"{best[1]:.0f} % ({A.label(best[0][0])} {best[0][1]}x{best[0][2]})",
+                worst[1] >= 80)
+
+
+def long_rows(frame):
+    dev = _ours(frame, "long", variant="plain", dtype="fp32", layout="NT")
+    pct = {k: _pct_of_copy(v, *k) for k, v in dev.items() if (k[1], k[2]) in LONG_ROWS}
+    if not pct:
+        return _row("few long rows ≥ 70 % of copy bandwidth", NOT_RECORDED, None)
+    return _row("few long rows ≥ 70 % of copy bandwidth",
+                f"{min(pct.values()):.0f}-{max(pct.values()):.0f} % over {len(pct)} cells",
+                min(pct.values()) >= 70)
+
+
+def short_horizons(frame):
+    rows = []
+    for metric in ("device", "full_call"):
+        t = A.select(A.timings(frame, "short", metric), algorithm="gae", variant="plain",
+                     dtype="fp32", layout="NT")
+        peers = [c for c in ("pufferlib", "assoc-scan-compiled") if c in t]
+        name = f"T ≤ 32, many envs: faster than PufferLib and the compiled scan ({metric})"
+        if OURS not in t or not peers:
+            rows.append(_row(name, NOT_RECORDED, None))
+            continue
+        ratio = t[peers].min(axis=1) / t[OURS]
+        rows.append(_row(name, f"best peer / ours {ratio.min():.2f}-{ratio.max():.2f}x at "
+                               f"{len(ratio)} shapes", bool((ratio > 1).all())))
+    return rows
+
+
+def headline(frame):
+    dev = _ours(frame, "headline", num_envs=4096, seq_len=128, variant="plain", dtype="fp32",
+                layout="NT")
+    full = _ours(frame, "headline", "full_call", num_envs=4096, seq_len=128, variant="plain",
+                 dtype="fp32", layout="NT")
+    if not len(dev):
+        return [_row("4096x128 ≤ 3 µs (Retrace ≤ 8)", NOT_RECORDED, None),
+                _row("4096x128 full call ≤ 18 µs", NOT_RECORDED, None)]
+    us = 1e3 * dev
+    limit = pd.Series({a: 8.0 if a == "retrace" else 3.0 for a in us.index})
+    text = ", ".join(f"{A.label(a)} {v:.1f}" for a, v in us.items())
+    return [_row("4096x128 ≤ 3 µs (Retrace ≤ 8)", text + " µs", bool((us <= limit).all())),
+            _row("4096x128 full call ≤ 18 µs", f"{1e3 * full.min():.0f}-{1e3 * full.max():.0f} µs",
+                 bool((1e3 * full <= 18).all()))]
+
+
+def retrace_cliff(frame):
+    dev = _ours(frame, "retrace_t", algorithm="retrace", variant="plain", dtype="fp32",
+                layout="NT")
+    steps = {k[1]: v / k[1] for k, v in dev.items()}
+    if 1024 not in steps or 8192 not in steps:
+        return _row("Retrace: bandwidth at T = 8192 within 10 % of T = 1024", NOT_RECORDED, None)
+    share = steps[1024] / steps[8192]
+    return _row("Retrace: bandwidth at T = 8192 within 10 % of T = 1024",
+                f"{100 * share:.0f} % of T = 1024's", share >= 0.9)
+
+
+def _roofline_ratio(frame, other):
+    dev = _ours(frame, "roofline", variant="plain")
+    fp32 = A.select(dev, dtype="fp32", layout="NT")
+    alt = A.select(dev, **other)
+    return (alt / fp32).dropna()
+
+
+def bf16(frame):
+    ratio = _roofline_ratio(frame, dict(dtype="bf16", layout="NT"))
+    ratio = ratio[[min_bytes_for(a, n, t) >= LARGE_BYTES for a, n, t in ratio.index]]
+    if not len(ratio):
+        return _row("bf16 ≤ 0.6x the fp32 time at large shapes", NOT_RECORDED, None)
+    return _row("bf16 ≤ 0.6x the fp32 time at large shapes",
+                f"{ratio.min():.2f}-{ratio.max():.2f}x over {len(ratio)} cells",
+                bool((ratio <= 0.6).all()))
+
+
+def time_major(frame):
+    ratio = _roofline_ratio(frame, dict(dtype="fp32", layout="TN"))
+    if not len(ratio):
+        return _row("time-major within 10 % of batch-major", NOT_RECORDED, None)
+    return _row("time-major within 10 % of batch-major",
+                f"{ratio.min():.2f}-{ratio.max():.2f}x over {len(ratio)} cells",
+                bool((ratio <= 1.1).all()))
+
+
+def targets_table(frame):
+    """One row per performance target: target, measured, met (yes / no / not recorded)."""
+    rows = [bandwidth_large(frame), long_rows(frame), *short_horizons(frame), *headline(frame),
+            retrace_cliff(frame), bf16(frame), time_major(frame)]
+    return pd.DataFrame(rows, columns=["target", "measured", "met"])
