@@ -101,34 +101,25 @@ def retrace_cliff(frame):
                 f"{100 * share:.0f} % of T = 1024's", share >= 0.9)
 
 
-def _roofline_ratio(frame, other):
+def _ratio_target(frame, name, other, limit, large_only=False):
+    """Our device time with ``other`` (dtype, layout) over fp32 batch-major, every roofline
+    cell (or those of >= 32 MB); met when no ratio exceeds ``limit``."""
     dev = _ours(frame, "roofline", variant="plain")
-    fp32 = A.select(dev, dtype="fp32", layout="NT")
-    alt = A.select(dev, **other)
-    return (alt / fp32).dropna()
-
-
-def bf16(frame):
-    ratio = _roofline_ratio(frame, dict(dtype="bf16", layout="NT"))
-    ratio = ratio[[min_bytes_for(a, n, t) >= LARGE_BYTES for a, n, t in ratio.index]]
+    ratio = (A.select(dev, **other) / A.select(dev, dtype="fp32", layout="NT")).dropna()
+    if large_only:
+        ratio = ratio[[min_bytes_for(a, n, t) >= LARGE_BYTES for a, n, t in ratio.index]]
     if not len(ratio):
-        return _row("bf16 ≤ 0.6x the fp32 time at large shapes", NOT_RECORDED, None)
-    return _row("bf16 ≤ 0.6x the fp32 time at large shapes",
-                f"{ratio.min():.2f}-{ratio.max():.2f}x over {len(ratio)} cells",
-                bool((ratio <= 0.6).all()))
-
-
-def time_major(frame):
-    ratio = _roofline_ratio(frame, dict(dtype="fp32", layout="TN"))
-    if not len(ratio):
-        return _row("time-major within 10 % of batch-major", NOT_RECORDED, None)
-    return _row("time-major within 10 % of batch-major",
-                f"{ratio.min():.2f}-{ratio.max():.2f}x over {len(ratio)} cells",
-                bool((ratio <= 1.1).all()))
+        return _row(name, NOT_RECORDED, None)
+    return _row(name, f"{ratio.min():.2f}-{ratio.max():.2f}x over {len(ratio)} cells",
+                bool((ratio <= limit).all()))
 
 
 def targets_table(frame):
     """One row per performance target: target, measured, met (yes / no / not recorded)."""
     rows = [bandwidth_large(frame), long_rows(frame), *short_horizons(frame), *headline(frame),
-            retrace_cliff(frame), bf16(frame), time_major(frame)]
+            retrace_cliff(frame),
+            _ratio_target(frame, "bf16 ≤ 0.6x the fp32 time at large shapes",
+                          dict(dtype="bf16", layout="NT"), 0.6, large_only=True),
+            _ratio_target(frame, "time-major within 10 % of batch-major",
+                          dict(dtype="fp32", layout="TN"), 1.1)]
     return pd.DataFrame(rows, columns=["target", "measured", "met"])
