@@ -90,16 +90,6 @@ def copy_bandwidth_gbs(nbytes=2 << 30) -> float:
     return 2 * nbytes / best / 1e3
 
 
-def gae_inputs(N, T, time_major=False):
-    g = torch.Generator(device="cuda").manual_seed(0)
-    shape = (T, N) if time_major else (N, T)
-    r = torch.randn(shape, device="cuda", generator=g)
-    v = torch.randn(shape, device="cuda", generator=g)
-    term = (torch.rand(shape, device="cuda", generator=g) < 0.05).float()
-    dim = 0 if time_major else -1
-    return lambda: P.compute_gae(r, v, term, time_dim=dim)
-
-
 def probe_inputs(algorithm, N, T, dtype=torch.float32, time_major=False):
     """A call of one estimator on random inputs, and its minimal traffic in bytes."""
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -115,6 +105,11 @@ def probe_inputs(algorithm, N, T, dtype=torch.float32, time_major=False):
             3 * item + done.element_size())
     return (lambda: P.compute_episodic_prefix_sum(x, done, time_dim=dim)), x.numel() * (
         2 * item + done.element_size())
+
+
+def gae_inputs(N, T, time_major=False):
+    """A compute_gae call on random fp32 inputs (the sweep's and the probes' workload)."""
+    return probe_inputs("gae", N, T, time_major=time_major)[0]
 
 
 def copy_us(nbytes: int) -> float:

@@ -31,6 +31,16 @@ def cells(frame, suite, impl, metric="full_call", over=(VEC, "full_call"), **whe
     return series[keep]
 
 
+def grid_cell(frame, **where):
+    """rl-triton's full-call speedup over the baseline at one grid cell, and ours as text;
+    None when rl-triton's is not recorded."""
+    m = cells(frame, "grid", RT, **where)
+    if not len(m):
+        return None
+    o = cells(frame, "grid", OURS, **where)
+    return float(m.iloc[0]), f"{float(o.iloc[0]):.2f}x" if len(o) else NOT_RUN
+
+
 def by_algorithm(series):
     """{algorithm: value} of a cell-indexed series (first index level)."""
     return {k[0]: v for k, v in series.items()} if len(series) else {}

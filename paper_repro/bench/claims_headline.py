@@ -15,6 +15,7 @@ from paper_repro.bench.claims_common import (
     VEC,
     by_algorithm,
     cells,
+    grid_cell,
     not_measured,
     within,
 )
@@ -108,13 +109,12 @@ def _grid_min(algorithms, bound):
 
 
 def _h11(f, p):
-    m = cells(f, "grid", RT, algorithm="discounted_returns", num_envs=512, seq_len=4096)
-    if not len(m):
+    found = grid_cell(f, algorithm="discounted_returns", num_envs=512, seq_len=4096)
+    if found is None:
         return MISSING
-    o = cells(f, "grid", OURS, algorithm="discounted_returns", num_envs=512, seq_len=4096)
-    v = float(m.iloc[0])
+    v, ours = found
     verdict = "reproduced" if within(v, 5.8) else f"differs ({v:.2f}x vs 5.8x on the H100)"
-    return f"{v:.2f}x", f"{float(o.iloc[0]):.2f}x" if len(o) else NOT_RUN, verdict
+    return f"{v:.2f}x", ours, verdict
 
 
 def _h12(f, p):

@@ -14,6 +14,7 @@ from paper_repro.bench.claims_common import (
     VEC,
     by_algorithm,
     cells,
+    grid_cell,
     not_measured,
     within,
 )
@@ -23,13 +24,12 @@ PUFFER = ("pufferlib", "full_call")
 
 
 def _r1(f, p):
-    m = cells(f, "grid", RT, algorithm="retrace", num_envs=512, seq_len=4096)
-    if not len(m):
+    found = grid_cell(f, algorithm="retrace", num_envs=512, seq_len=4096)
+    if found is None:
         return MISSING
-    o = cells(f, "grid", OURS, algorithm="retrace", num_envs=512, seq_len=4096)
-    v = float(m.iloc[0])
+    v, ours = found
     verdict = "reproduced (< 1x)" if v < 1 else f"differs ({v:.2f}x >= 1)"
-    return f"{v:.2f}x", f"{float(o.iloc[0]):.2f}x" if len(o) else NOT_RUN, verdict
+    return f"{v:.2f}x", ours, verdict
 
 
 def _r2(f, p):
