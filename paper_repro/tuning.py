@@ -7,6 +7,8 @@ Writes ``tuning.csv`` (every configuration tried), ``heuristic.csv`` (the shippe
 choice beside the best found) and ``copy_bandwidth.csv`` (the roofline ceiling).
 ``--prefetch-probe`` writes ``prefetch_probe.csv``: the shipped tiles with the kernels' PREFETCH
 switch forced off and on, beside an SM copy of the same bytes timed the same way.
+``--split-probe`` writes ``split_probe.csv``: the shipped tiles beside single-pass look-back
+tiles (where time is split) and one-row wide tiles (mid shapes), with the same copy.
 """
 from __future__ import annotations
 
@@ -143,6 +145,72 @@ def write_prefetch_probe(out):
             f.flush()
 
 
+SPLIT_CASES = [(s, tm) for s in [(512, 4096), (64, 131072), (16, 524288), (4, 1048576),
+                                  (1, 4194304)] for tm in (False, True)] + \
+    [((64, 32768), False)] + [(s, True) for s in [(2048, 1024), (4096, 128), (4096, 512),
+                                                   (16384, 1024), (32768, 256)]]
+WIDE_CASES = [(4096, 512), (16384, 512), (256, 1024), (2048, 1024), (4096, 128), (16384, 128)]
+
+
+def split_candidates(N, T, time_major):
+    """Single-pass look-back tiles (one per program) of 2-8K elements; time-major also the
+    same tiles in one pass, and tiles as tall as the batch where it has under 16 rows."""
+    pow_n = 1 << max(0, (N - 1).bit_length())
+    if not time_major:
+        shapes = [(1, 1024, 4), (1, 2048, 4), (1, 2048, 8), (1, 4096, 8), (2, 1024, 4),
+                  (2, 2048, 8), (4, 512, 4), (4, 1024, 8)]
+        return [L.ScanConfig(bb, bt, w, bt, True) for bb, bt, w in shapes
+                if bb <= pow_n and bt < T]
+    shapes = [(16, 128, 4), (32, 64, 4), (32, 128, 8), (64, 32, 4)]
+    if pow_n < 16:
+        shapes = [(pow_n, 2048 // pow_n, 4), (pow_n, 4096 // pow_n, 8), (pow_n, 512, 4)]
+    pow_t = 1 << max(0, (T - 1).bit_length())
+    return [L.ScanConfig(bb, bt, w, bt, True) for bb, bt, w in shapes if bt < T] + \
+        [L.ScanConfig(bb, bt, w, pow_t) for bb, bt, w in shapes if bt < T]
+
+
+def wide_candidates(N, T):
+    """One or two rows a program over the whole horizon (mid shapes)."""
+    pow_t = 1 << max(0, (T - 1).bit_length())
+    return [L.ScanConfig(bb, pow_t, w, pow_t) for bb, w in ((1, 2), (1, 4), (1, 8), (2, 4),
+                                                              (2, 8), (4, 8))
+            if bb * pow_t <= 4096]
+
+
+def write_split_probe(out, algorithms=("gae", "prefix_sum"), time_major_only=False):
+    sms = L.num_sms(torch.device("cuda"))
+    cases = [(a, N, T, torch.float32, tm, split_candidates(N, T, tm))
+             for (N, T), tm in SPLIT_CASES for a in algorithms if tm or not time_major_only]
+    if not time_major_only:
+        cases += [("gae", N, T, torch.bfloat16, False, split_candidates(N, T, False))
+                  for N, T in [(512, 4096), (64, 131072)] if "gae" in algorithms]
+        cases += [(a, N, T, torch.float32, False, wide_candidates(N, T))
+                  for N, T in WIDE_CASES for a in algorithms]
+    name = "split_probe" + ("" if len(algorithms) == 2 else f"_{algorithms[0]}") + \
+        ("_time_major" if time_major_only else "") + ".csv"
+    with open(out / name, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["algorithm", "num_envs", "seq_len", "dtype", "time_major", "shipped",
+                    "BLOCK_B", "BLOCK_T", "num_warps", "seg_len", "single_pass", "device_us",
+                    "copy_us", "bytes", "max_abs_diff"])
+        for algorithm, N, T, dtype, tm, configs in cases:
+            fn, nbytes = probe_inputs(algorithm, N, T, dtype, tm)
+            copy = round(copy_us(nbytes), 3)
+            shipped = L.choose_config(N, T, tm, sms, False)
+            want = fn().double()
+            for cfg in [shipped] + [c for c in configs if c != shipped]:
+                with L.force_config(cfg):
+                    us = round(device_time_us(fn), 3)
+                    # against the shipped tiles' answer: a race would show here
+                    diff = (fn().double() - want).abs().max().item()
+                w.writerow([algorithm, N, T, str(dtype).split(".")[-1], int(tm),
+                            int(cfg == shipped), cfg.BLOCK_B, cfg.BLOCK_T, cfg.num_warps,
+                            cfg.seg_len, int(cfg.single_pass), us, copy, nbytes,
+                            f"{diff:.3g}"])
+            f.flush()
+            print(f"{algorithm} {N}x{T} {dtype} tm={tm}", file=sys.stderr)
+
+
 def candidates(N, T, time_major):
     pow_t = 1 << max(0, (T - 1).bit_length())
     pow_n = 1 << max(0, (N - 1).bit_length())
@@ -177,6 +245,8 @@ def main(argv=None):
                    help="only split compute_gae's full call into host work and launch cost")
     p.add_argument("--prefetch-probe", action="store_true",
                    help="only time the shipped tiles with PREFETCH off and on")
+    p.add_argument("--split-probe", nargs="*", choices=["gae", "prefix_sum"],
+                   help="only time look-back and one-row tiles beside the shipped ones")
     p.add_argument("--shipped-report", action="store_true",
                    help="no GPU: the current heuristic against the recorded sweep")
     args = p.parse_args(argv)
@@ -190,6 +260,9 @@ def main(argv=None):
         return
     if args.prefetch_probe:
         write_prefetch_probe(out)
+        return
+    if args.split_probe is not None:
+        write_split_probe(out, tuple(args.split_probe) or ("gae", "prefix_sum"))
         return
     t0 = time.time()
     with open(out / "copy_bandwidth.csv", "w", newline="") as f:

@@ -66,18 +66,55 @@ def test_without_truncations(est, backend):
 
 SPLITS = [L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=32),
           L.ScanConfig(BLOCK_B=4, BLOCK_T=8, num_warps=1, seg_len=8),
-          L.ScanConfig(BLOCK_B=1, BLOCK_T=32, num_warps=1, seg_len=64)]
+          L.ScanConfig(BLOCK_B=1, BLOCK_T=32, num_warps=1, seg_len=64),
+          L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=16, single_pass=True),
+          L.ScanConfig(BLOCK_B=1, BLOCK_T=8, num_warps=1, seg_len=8, single_pass=True)]
+SPLIT_IDS = ["seg32", "seg8", "seg64", "lookback16", "lookback8"]
 
 
-@pytest.mark.parametrize("config", SPLITS, ids=["seg32", "seg8", "seg64"])
+def kernels_on(kernels):
+    return L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext()
+
+
+@pytest.mark.parametrize("config", SPLITS, ids=SPLIT_IDS)
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_time_split_across_programs(est, config, kernels):
-    """Reduce-then-scan over time segments (and tiny tiles) gives the same answer."""
+    """Reduce-then-scan over time segments, and the single-pass look-back (one tiny tile per
+    program), give the same answer."""
     d = make_inputs(5, 203, device=device_of(kernels))
-    with L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext(), \
-            L.force_config(config):
+    with kernels_on(kernels), L.force_config(config):
         check(est, d, TOL[torch.float32])
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_look_back_across_windows(est, kernels, monkeypatch):
+    """Only the first tile publishes its inclusive prefix, so every look-back composes
+    aggregates across several windows (in-order execution never needs to): 700 tiles of 4
+    steps, time-major and fp64 too."""
+    import triton.language as tl
+
+    from paper_repro.kernels import affine_scan
+
+    if kernels == "triton":
+        monkeypatch.setattr(affine_scan, "SHORTCUT", tl.constexpr(False))
+    config = L.ScanConfig(BLOCK_B=2, BLOCK_T=4, num_warps=1, seg_len=4, single_pass=True)
+    with kernels_on(kernels), L.force_config(config):
+        d = make_inputs(3, 2801, device=device_of(kernels))
+        check(est, d, TOL[torch.float32])
+        check(est, d, TOL[torch.float32], LAYOUTS[1])
+        d = make_inputs(2, 333, dtype=torch.float64, device=device_of(kernels))
+        check(est, d, TOL[torch.float64])
+
+
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_single_pass_takes_one_tile_per_program(kernels):
+    config = L.ScanConfig(BLOCK_B=2, BLOCK_T=4, num_warps=1, seg_len=8, single_pass=True)
+    d = make_inputs(3, 50, device=device_of(kernels))
+    with kernels_on(kernels), L.force_config(config), \
+            pytest.raises(ValueError, match="one tile per program"):
+        ESTIMATORS[0].call(P, d)
 
 
 def _h200_tiles():
@@ -90,7 +127,7 @@ def _h200_tiles():
         for tm in (False, True):
             for wide in (False, True):
                 c = L.choose_config(N, T, tm, 132, wide)
-                found.add((c.BLOCK_B, c.BLOCK_T, tm, c.seg_len < T))
+                found.add((c.BLOCK_B, c.BLOCK_T, tm, c.seg_len < T, c.single_pass))
     return sorted(found)
 
 
@@ -99,11 +136,10 @@ def _h200_tiles():
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_shipped_gpu_tiles(est, tile, kernels):
     """The GPU heuristic's tiles on small inputs, in the layout they serve."""
-    BLOCK_B, BLOCK_T, time_major, split = tile
-    config = L.ScanConfig(BLOCK_B, BLOCK_T, 1, BLOCK_T if split else 1 << 20)
+    BLOCK_B, BLOCK_T, time_major, split, single_pass = tile
+    config = L.ScanConfig(BLOCK_B, BLOCK_T, 1, BLOCK_T if split else 1 << 20, single_pass)
     d = make_inputs(min(19, BLOCK_B + 3), 2 * BLOCK_T + 3, device=device_of(kernels))
-    with L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext(), \
-            L.force_config(config):
+    with kernels_on(kernels), L.force_config(config):
         check(est, d, TOL[torch.float32], LAYOUTS[1] if time_major else None)
 
 
@@ -126,15 +162,32 @@ def test_prefetch_switch(est, prefetch, config, kernels):
     """Both orders of the tile loop (next tile loaded before or after this one's scan) give the
     reference, in one pass and split over time."""
     d = make_inputs(5, 203, device=device_of(kernels))
-    with L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext(), \
-            L.force_config(config), L.force_prefetch(prefetch):
+    with kernels_on(kernels), L.force_config(config), L.force_prefetch(prefetch):
         check(est, d, TOL[torch.float32])
+
+
+def test_heuristic_splits():
+    """Which launch the H200 heuristic picks: look-back for very long rows and for time-major
+    inputs with few row blocks, reduce-then-scan for shorter few-row inputs, one pass
+    elsewhere; a look-back always walks one tile a program."""
+    def kind(N, T, tm=False, wide=False):
+        c = L.choose_config(N, T, tm, 132, wide)
+        assert not c.single_pass or c.seg_len == c.BLOCK_T
+        return "look-back" if c.single_pass else "two-pass" if c.seg_len < T else "one pass"
+
+    assert kind(64, 131072) == kind(1, 4194304) == kind(4, 1048576, wide=True) == "look-back"
+    assert kind(64, 32768) == "two-pass"
+    assert kind(512, 4096) == kind(4096, 128) == kind(8192, 4096) == "one pass"
+    assert kind(512, 4096, tm=True) == kind(4, 1048576, tm=True) == "look-back"
+    assert kind(4096, 512, tm=True) == kind(4096, 128, tm=True) == "one pass"
+    assert L.choose_config(4096, 512, False, 132, False).BLOCK_B == 1  # a row a program
 
 
 def test_prefetch_rule():
     """Prefetch where a program walks several tiles with few warps, not for one tile per
     program nor at 16 warps (where the H200 probe measured it slower)."""
-    assert L.prefetch(L.choose_config(64, 131072, False, 132, False))  # few long rows, split
+    assert L.prefetch(L.choose_config(64, 32768, False, 132, False))  # few long rows, split
+    assert not L.prefetch(L.choose_config(64, 131072, False, 132, False))  # a tile a program
     assert L.prefetch(L.choose_config(512, 4096, False, 132, False))  # one pass, 8 tiles
     assert not L.prefetch(L.choose_config(4096, 128, False, 132, False))  # one tile
     assert not L.prefetch(L.choose_config(8192, 4096, False, 132, False))  # 16 warps

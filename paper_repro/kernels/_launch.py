@@ -201,6 +201,7 @@ class ScanConfig:
     BLOCK_T: int
     num_warps: int
     seg_len: int  # time steps per program along time (== padded T when not split)
+    single_pass: bool = False  # split time by look-back (seg_len == BLOCK_T), not two passes
 
     def grid(self, B: int, T: int):
         return (triton_cdiv(B, self.BLOCK_B), triton_cdiv(T, self.seg_len))
@@ -227,16 +228,15 @@ def num_sms(device: torch.device) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool) -> ScanConfig:
-    """Tile heuristic, from the H200 sweep in data/h200/tuning.csv (GAE, fp32 device times).
-    ``wide``: many live inputs (V-trace, Retrace), so half the tile."""
+    """Tile heuristic, from the H200 sweeps in data/h200 (tuning.csv, split_probe*.csv: GAE and
+    prefix-sum fp32 device times). ``wide``: many live inputs (V-trace, Retrace), so half the
+    tile."""
+    if time_major:
+        return _time_major_config(B, T, sms)
     tile = 1024 if wide else 2048
     num_warps = None
-    many_long_rows = T >= 1024 and not wide and 32 * sms <= B and not time_major
-    if time_major:
-        # Narrow tiles across the contiguous batch axis: 16x32 took 4096x128 from 12.6 to 6.6 us.
-        BLOCK_B, BLOCK_T = min(_pow2(B), 16), min(_pow2(T), 32)
-        num_warps = 4 if triton_cdiv(B, BLOCK_B) < 4 * sms else 1
-    elif T <= 16:
+    many_long_rows = T >= 1024 and not wide and 32 * sms <= B
+    if T <= 16:
         # Short horizons: a few fat programs beat many thin ones (4096x8: 2.16 -> 1.89 us).
         BLOCK_T = _pow2(T)
         BLOCK_B = min(_pow2(B), 512 // BLOCK_T)
@@ -244,6 +244,10 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool) -> Sca
     elif many_long_rows:
         # 32x128 tiles, 16 warps, one pass (8192x4096: 172 -> 151 us).
         BLOCK_B, BLOCK_T, num_warps = 32, 128, 16
+    elif 512 <= T <= 1024:
+        # One row a program, the whole horizon one tile (4096x512: 13.2 -> 12.0 us).
+        BLOCK_B, BLOCK_T = 1, _pow2(T)
+        num_warps = BLOCK_T // 256
     else:
         BLOCK_T = min(_pow2(T), 512)
         BLOCK_B = min(_pow2(B), max(1, tile // BLOCK_T))
@@ -253,6 +257,10 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool) -> Sca
     chunks = triton_cdiv(T, BLOCK_T)
     seg_chunks = chunks
     if row_blocks < 2 * sms and chunks >= 16 and not many_long_rows:
+        if T >= 131072:
+            # Single-pass look-back, one row-tile a program: the inputs are read once
+            # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7).
+            return ScanConfig(1, tile, 4, tile, True)
         # Reduce-then-scan over time segments of >= 4 tiles, ~8 programs an SM
         # (4x1048576: 74.6 -> 56.0 us with 4096-step segments instead of 8192).
         want = triton_cdiv(8 * sms, row_blocks)
@@ -260,6 +268,31 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool) -> Sca
     if num_warps is None:
         num_warps = max(1, min(8, (BLOCK_B * BLOCK_T) // 256))
     return ScanConfig(BLOCK_B, BLOCK_T, num_warps, seg_chunks * BLOCK_T)
+
+
+def _time_major_config(B: int, T: int, sms: int) -> ScanConfig:
+    """``[T, B]`` inputs: tiles across the contiguous batch axis."""
+    if B < 16:
+        # As tall as the batch, 2048 elements; long: look-back (4x1048576: 164 -> 77 us).
+        BLOCK_B = _pow2(B)
+        BLOCK_T = min(_pow2(T), 2048 // BLOCK_B)
+        chunks = triton_cdiv(T, BLOCK_T)
+        if chunks >= 16:
+            return ScanConfig(BLOCK_B, BLOCK_T, 4, BLOCK_T, True)
+        return ScanConfig(BLOCK_B, BLOCK_T, 4, chunks * BLOCK_T)
+    row_blocks = triton_cdiv(B, 16)
+    if T <= 128 or row_blocks >= 4 * sms:
+        # 16x32 tiles (4096x128: 12.6 -> 6.6 us); one warp each when rows abound.
+        BLOCK_T = min(_pow2(T), 32)
+        warps = 4 if row_blocks < 4 * sms else 1
+        return ScanConfig(16, BLOCK_T, warps, triton_cdiv(T, BLOCK_T) * BLOCK_T)
+    # 16x128 tiles (4096x512: 36.0 -> 16.4 us); few row blocks: single-pass look-back over
+    # time (512x4096: 45.2 -> 29.3, 64x131072: 215 -> 124).
+    BLOCK_T = min(_pow2(T), 128)
+    chunks = triton_cdiv(T, BLOCK_T)
+    if row_blocks < sms // 2 and chunks >= 16:
+        return ScanConfig(16, BLOCK_T, 4, BLOCK_T, True)
+    return ScanConfig(16, BLOCK_T, 4, chunks * BLOCK_T)
 
 
 def config_for(B: int, T: int, stride, device, wide: bool = False) -> ScanConfig:

@@ -5,6 +5,10 @@ scanning each tile with ``tl.associative_scan`` and carrying the boundary value 
 tile, so any T is one pass. With too few rows to fill the GPU, time is cut into segments:
 PHASE 1 stores each segment's aggregate ``(a, b)``, PHASE 2 composes the later segments'
 aggregates into its incoming carry and scans (reduce-then-scan). PHASE 0 is the one-pass case.
+PHASE 3 is the single-pass split: one tile per program, programs numbered by a ticket counter
+in scan order; each publishes its tile's aggregate, then looks back over its predecessors'
+published aggregates (a window at a time) to the nearest inclusive prefix (decoupled
+look-back), so the inputs are read once.
 
 With ``PREFETCH`` (several tiles per program, few warps) the next tile's inputs are loaded
 before this tile is scanned, so its memory latency overlaps the scan: 5-17 % off the long-row
@@ -36,15 +40,42 @@ def combine(a_l, b_l, a_r, b_r):
     return a_r + b_r * a_l, b_l * b_r
 
 
+# Predecessors a PHASE 3 program inspects at once while looking back.
+WINDOW: tl.constexpr = tl.constexpr(32)
+# Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
+# walks past the first tile across several windows, which in-order execution never does.
+SHORTCUT: tl.constexpr = tl.constexpr(True)
+
+
 @triton.jit
-def row_block(B, BLOCK_B: tl.constexpr):
-    rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+def program_ids(status_ptr, B, n_seg, PHASE: tl.constexpr, REVERSE: tl.constexpr,
+                BLOCK_B: tl.constexpr):
+    """(row block, time segment) of this program. PHASE 3 takes a ticket instead of the
+    launch index, so every program a running one waits on has already started."""
+    if PHASE == 3:
+        ticket = tl.atomic_add(status_ptr, 1)
+        n_rb = tl.cdiv(B, BLOCK_B)
+        pid_b = ticket % n_rb
+        order = ticket // n_rb
+        if REVERSE:
+            pid_s = n_seg - 1 - order
+        else:
+            pid_s = order
+    else:
+        pid_b = tl.program_id(0)
+        pid_s = tl.program_id(1)
+    return pid_b, pid_s
+
+
+@triton.jit
+def row_block(pid_b, B, BLOCK_B: tl.constexpr):
+    rows = pid_b * BLOCK_B + tl.arange(0, BLOCK_B)
     return rows.to(tl.int64), rows < B
 
 
 @triton.jit
-def segment_chunks(T, seg_len, BLOCK_T: tl.constexpr):
-    t_begin = tl.program_id(1) * seg_len
+def segment_chunks(pid_s, T, seg_len, BLOCK_T: tl.constexpr):
+    t_begin = pid_s * seg_len
     t_end = tl.minimum(T, t_begin + seg_len)
     return t_begin, tl.cdiv(t_end - t_begin, BLOCK_T)
 
@@ -112,15 +143,86 @@ def column(x, col, BLOCK_T: tl.constexpr):
 
 
 @triton.jit
-def scan_tile(alpha, beta, carry, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr):
-    """Scan a [BLOCK_B, BLOCK_T] tile; returns (out, outgoing carry, tile's beta product)."""
+def scan_tile(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
+              PHASE: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr):
+    """Scan a [BLOCK_B, BLOCK_T] tile entered with ``carry`` (PHASE 3: the carry is found by
+    look-back, and ``carry`` is the boundary value). Returns (out, outgoing carry, the tile's
+    beta product, incoming carry)."""
     a, b = tl.associative_scan((alpha, beta), 1, combine, reverse=REVERSE)
-    out = a + b * carry[:, None]
     if REVERSE:
         edge = 0
     else:
         edge = BLOCK_T - 1
-    return out, column(out, edge, BLOCK_T), column(b, edge, BLOCK_T)
+    b_edge = column(b, edge, BLOCK_T)
+    if PHASE == 3:
+        carry = look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
+                          column(a, edge, BLOCK_T), b_edge, carry, REVERSE)
+    out = a + b * carry[:, None]
+    return out, column(out, edge, BLOCK_T), b_edge, carry
+
+
+@triton.jit
+def release(flag_ptr, state):
+    # Every thread's stores precede the flag: a block barrier, then a release at GPU scope.
+    tl.debug_barrier()
+    tl.atomic_xchg(flag_ptr, state, sem="release")
+
+
+@triton.jit
+def look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, agg_a, agg_b,
+              carry0, REVERSE: tl.constexpr):
+    """PHASE 3: publish this tile's aggregate (flag 1), compose the predecessors' aggregates
+    back to the nearest inclusive prefix (flag 2; ``carry0`` before the first tile), publish
+    this tile's inclusive prefix and return its incoming carry. ``link_ptr`` holds
+    ``[3, B, n_seg]``: aggregate a, aggregate b, inclusive prefix; flags follow the ticket
+    counter in ``status_ptr``."""
+    flags = status_ptr + 1 + pid_b * n_seg
+    tl.store(link_ptr + rows * n_seg + pid_s, agg_a, mask=row_mask)
+    tl.store(link_ptr + (B + rows) * n_seg + pid_s, agg_b, mask=row_mask)
+    release(flags + pid_s, 1)
+    if REVERSE:
+        k = n_seg - 2 - pid_s
+    else:
+        k = pid_s - 1
+    acc_a = agg_a * 0.0
+    acc_b = acc_a + 1.0
+    j = tl.arange(0, WINDOW)
+    while k >= 0:
+        # Window entry j is the predecessor k - j (nearest first); those before the first tile
+        # count as published (flag 2).
+        valid = k - j >= 0
+        if REVERSE:
+            seg = n_seg - 1 - (k - j)
+        else:
+            seg = k - j
+        state = tl.where(valid, tl.atomic_add(flags + seg, 0, mask=valid, sem="acquire"), 2)
+        while tl.min(state, axis=0) == 0:
+            state = tl.where(valid, tl.atomic_add(flags + seg, 0, mask=valid, sem="acquire"), 2)
+        tl.debug_barrier()
+        stop = tl.min(tl.where(state == 2, j, WINDOW), axis=0)
+        offs = rows[None, :] * n_seg + seg[:, None]
+        before = (j < stop)[:, None] & row_mask[None, :]
+        at = (j == stop)[:, None]
+        a = tl.load(link_ptr + offs, mask=before, other=0.0, cache_modifier=".cg")
+        b = tl.load(link_ptr + B * n_seg + offs, mask=before, other=1.0, cache_modifier=".cg")
+        inclusive = tl.load(link_ptr + 2 * B * n_seg + offs,
+                            mask=at & valid[:, None] & row_mask[None, :], other=0.0,
+                            cache_modifier=".cg")
+        # Before the first tile stands a virtual one whose inclusive prefix is the boundary.
+        inclusive = tl.where(valid[:, None], inclusive, carry0[None, :])
+        a = tl.where(at, inclusive, a)
+        b = tl.where(at, 0.0, b)
+        # Entry 0 applied last: a reverse scan along the window composes f_0(f_1(...)).
+        wa, wb = tl.associative_scan((a, b), 0, combine, reverse=True)
+        nearest = (j == 0)[:, None]
+        acc_a = acc_a + acc_b * tl.sum(tl.where(nearest, wa, 0.0), axis=0)
+        acc_b = acc_b * tl.sum(tl.where(nearest, wb, 0.0), axis=0)
+        k = tl.where(stop < WINDOW, -1, k - WINDOW)
+    carry = acc_a + acc_b * carry0
+    tl.store(link_ptr + (2 * B + rows) * n_seg + pid_s, agg_a + agg_b * carry, mask=row_mask)
+    if SHORTCUT:
+        release(flags + pid_s, 2)
+    return carry
 
 
 @triton.jit
@@ -133,7 +235,7 @@ def next_in_time(out, carry_in, BLOCK_T: tl.constexpr):
 
 
 @triton.jit
-def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE: tl.constexpr,
+def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE: tl.constexpr,
                    REVERSE: tl.constexpr):
     """The carry entering this program's segment: compose the aggregates of the segments
     between it and the boundary (PHASE 2); zero when reducing (PHASE 1)."""
@@ -142,11 +244,10 @@ def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE: tl.constexp
     else:
         carry = carry0
     if PHASE == 2:
-        s = tl.program_id(1)
         if REVERSE:
-            count = n_seg - 1 - s
+            count = n_seg - 1 - pid_s
         else:
-            count = s
+            count = pid_s
         for k in range(count):
             if REVERSE:
                 j = n_seg - 1 - k
@@ -159,24 +260,24 @@ def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE: tl.constexp
 
 
 @triton.jit
-def store_aggregate(agg_ptr, rows, row_mask, B, n_seg, agg_a, agg_b):
-    s = tl.program_id(1)
-    tl.store(agg_ptr + rows * n_seg + s, agg_a, mask=row_mask)
-    tl.store(agg_ptr + (B + rows) * n_seg + s, agg_b, mask=row_mask)
+def store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, agg_a, agg_b):
+    tl.store(agg_ptr + rows * n_seg + pid_s, agg_a, mask=row_mask)
+    tl.store(agg_ptr + (B + rows) * n_seg + pid_s, agg_b, mask=row_mask)
 
 
 @triton.jit
-def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, B, T, n_seg, seg_len,
-                       stride_b, stride_t, out_stride_b, out_stride_t,
+def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_ptr,
+                       B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                        HAS_INIT: tl.constexpr, REVERSE: tl.constexpr, ACC: tl.constexpr,
                        PHASE: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr,
                        PREFETCH: tl.constexpr):
-    rows, row_mask = row_block(B, BLOCK_B)
-    t_begin, n_chunks = segment_chunks(T, seg_len, BLOCK_T)
+    pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, REVERSE, BLOCK_B)
+    rows, row_mask = row_block(pid_b, B, BLOCK_B)
+    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
     carry0 = tl.zeros([BLOCK_B], ACC)
     if HAS_INIT:
         carry0 = tl.load(init_ptr + rows, mask=row_mask, other=0.0).to(ACC)
-    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE, REVERSE)
+    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, REVERSE)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                  BLOCK_T, REVERSE)
@@ -190,7 +291,9 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, B, T, n_
         if PREFETCH:
             alpha_n = tl.load(alpha_ptr + offs_n, mask=mask_n, other=0.0)
             beta_n = tl.load(beta_ptr + offs_n, mask=mask_n, other=1.0)
-        out, carry, b_edge = scan_tile(alpha.to(ACC), beta.to(ACC), carry, BLOCK_T, REVERSE)
+        out, carry, b_edge, _ = scan_tile(
+            alpha.to(ACC), beta.to(ACC), carry, agg_ptr, status_ptr, rows, row_mask, pid_b,
+            pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE)
         agg_b = agg_b * b_edge
         if PHASE != 1:
             store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
@@ -200,30 +303,39 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, B, T, n_
             alpha = tl.load(alpha_ptr + offs_n, mask=mask_n, other=0.0)
             beta = tl.load(beta_ptr + offs_n, mask=mask_n, other=1.0)
     if PHASE == 1:
-        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
+        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
 
 def launch(kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, device,
            pointers: tuple, ints: tuple, scalars: tuple = (), flags: tuple = ()):
-    """Launch an engine-shaped kernel: one pass, or reduce-then-scan over time segments.
+    """Launch an engine-shaped kernel: one pass, reduce-then-scan over time segments, or the
+    single-pass look-back (``config.single_pass``: one tile per program).
 
-    Engine kernels take, in order: ``pointers`` (inputs, then outputs), ``agg_ptr, B, T, n_seg,
-    seg_len``, ``ints`` (strides, ...), ``scalars`` (float32 hi/lo pairs), ``flags``
-    (constexprs), ``ACC, PHASE, BLOCK_B, BLOCK_T, PREFETCH``. Positional, so no per-call
-    dicts."""
+    Engine kernels take, in order: ``pointers`` (inputs, then outputs), ``agg_ptr, status_ptr,
+    B, T, n_seg, seg_len``, ``ints`` (strides, ...), ``scalars`` (float32 hi/lo pairs),
+    ``flags`` (constexprs), ``ACC, PHASE, BLOCK_B, BLOCK_T, PREFETCH``. Positional, so no
+    per-call dicts."""
     if device.type == "cuda" and device.index != torch.cuda.current_device():
         with torch.cuda.device(device):  # Triton launches on the current device
             return launch(kernel, config, B, T, acc, device, pointers, ints, scalars, flags)
     grid = config.grid(B, T)
     middle = (B, T, grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
     tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config))
-    w, n = config.num_warps, len(pointers) + 1
-    if grid[1] == 1:  # agg_ptr is never touched: any pointer will do
-        D.run(kernel, grid, w, (*pointers, pointers[-1], *middle, 0, *tile), n)
+    w, n = config.num_warps, len(pointers) + 2
+    if grid[1] == 1:  # agg_ptr and status_ptr are never touched: any pointer will do
+        D.run(kernel, grid, w, (*pointers, pointers[-1], pointers[-1], *middle, 0, *tile), n)
+        return
+    if config.single_pass:
+        if config.seg_len != config.BLOCK_T:
+            raise ValueError("a single-pass split takes one tile per program (seg_len == BLOCK_T)")
+        # [3, B, n_seg] aggregates and inclusive prefixes; a ticket counter, then a flag per tile.
+        link = torch.empty((3, B, grid[1]), dtype=acc, device=device)
+        status = torch.zeros(1 + grid[0] * grid[1], dtype=torch.int32, device=device)
+        D.run(kernel, (grid[0] * grid[1],), w, (*pointers, link, status, *middle, 3, *tile), n)
         return
     agg = torch.empty((2, B, grid[1]), dtype=acc, device=device)
-    D.run(kernel, grid, w, (*pointers, agg, *middle, 1, *tile), n)
-    D.run(kernel, grid, w, (*pointers, agg, *middle, 2, *tile), n)
+    D.run(kernel, grid, w, (*pointers, agg, agg, *middle, 1, *tile), n)
+    D.run(kernel, grid, w, (*pointers, agg, agg, *middle, 2, *tile), n)
 
 
 def scan_rows(alpha, beta, initial, reverse: bool, out: torch.Tensor) -> torch.Tensor:

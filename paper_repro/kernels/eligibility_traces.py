@@ -17,6 +17,7 @@ from paper_repro.kernels.affine_scan import (
     incoming_carry,
     launch,
     next_tile,
+    program_ids,
     row_block,
     scan_tile,
     segment_chunks,
@@ -41,7 +42,7 @@ def decayed_inputs(x_ptr, done_ptr, offs, mask, t, stride_t, PREVIOUS_DONE: tl.c
 
 
 @triton.jit
-def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr,
+def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_ptr,
                            B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                            decay, decay_lo,
                            PREVIOUS_DONE: tl.constexpr, HAS_SEED: tl.constexpr,
@@ -49,12 +50,13 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr,
                            BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr,
                            PREFETCH: tl.constexpr):
     k = tl.cast(decay, ACC) + tl.cast(decay_lo, ACC)
-    rows, row_mask = row_block(B, BLOCK_B)
-    t_begin, n_chunks = segment_chunks(T, seg_len, BLOCK_T)
+    pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, False, BLOCK_B)
+    rows, row_mask = row_block(pid_b, B, BLOCK_B)
+    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
     carry0 = tl.zeros([BLOCK_B], ACC)
     if HAS_SEED:
         carry0 = tl.load(seed_ptr + rows, mask=row_mask, other=0.0).to(ACC)
-    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE, False)
+    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, False)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                  BLOCK_T, False)
@@ -69,7 +71,9 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr,
                                       PREVIOUS_DONE)
         alpha = x.to(ACC)
         beta = tl.where(mask, k * (1.0 - d.to(ACC)), 1.0)
-        out, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, False)
+        out, carry, b_edge, _ = scan_tile(
+            alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+            n_seg, PHASE, BLOCK_T, False)
         agg_b = agg_b * b_edge
         if PHASE != 1:
             store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
@@ -78,7 +82,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr,
         else:
             x, d = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, stride_t, PREVIOUS_DONE)
     if PHASE == 1:
-        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
+        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
 
 def decayed_sum(name, x, dones, decay, seed_values, previous_done, time_dim, validate):

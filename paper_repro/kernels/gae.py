@@ -15,6 +15,7 @@ from paper_repro.kernels.affine_scan import (
     incoming_carry,
     launch,
     next_tile,
+    program_ids,
     raw_flags,
     row_block,
     scan_tile,
@@ -55,17 +56,18 @@ def step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, T, stride_t,
 
 @triton.jit
 def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_ptr, agg_ptr,
-                   B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
+                   status_ptr, B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                    gamma, gamma_lo, lam, lam_lo,
                    HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr, HAS_LAST: tl.constexpr,
                    ACC: tl.constexpr, PHASE: tl.constexpr,
                    BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr):
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     gl = g * (tl.cast(lam, ACC) + tl.cast(lam_lo, ACC))
-    rows, row_mask = row_block(B, BLOCK_B)
-    t_begin, n_chunks = segment_chunks(T, seg_len, BLOCK_T)
-    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, tl.zeros([BLOCK_B], ACC), PHASE,
-                           True)
+    pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, True, BLOCK_B)
+    rows, row_mask = row_block(pid_b, B, BLOCK_B)
+    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
+    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s,
+                           tl.zeros([BLOCK_B], ACC), PHASE, True)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     last = tl.zeros([BLOCK_B], ACC)
     if HAS_LAST:
@@ -87,7 +89,9 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
                               HAS_BOOT, HAS_LAST, ACC)
         alpha = tl.where(mask, r.to(ACC) + g * (1.0 - done) * nu - v.to(ACC), 0.0)
         beta = tl.where(mask, gl * (1.0 - tl.minimum(done + cut, 1.0)), 1.0)
-        out, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, True)
+        out, carry, b_edge, _ = scan_tile(
+            alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+            n_seg, PHASE, BLOCK_T, True)
         agg_b = agg_b * b_edge
         if PHASE != 1:
             store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
@@ -97,7 +101,7 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
             r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n,
                                                     mask_n, t_n, T, stride_t, HAS_TRUNC)
     if PHASE == 1:
-        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
+        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
 
 def check_stray_bootstrap(bootstrap_values, truncateds, axis):

@@ -16,6 +16,7 @@ from paper_repro.kernels.affine_scan import (
     incoming_carry,
     launch,
     next_tile,
+    program_ids,
     raw_flags,
     row_block,
     scan_tile,
@@ -42,7 +43,7 @@ def returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs, mask, HAS_NEXT: t
 
 
 @triton.jit
-def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, agg_ptr,
+def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, agg_ptr, status_ptr,
                        B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                        gamma, gamma_lo, lam, lam_lo,
                        HAS_NEXT: tl.constexpr, HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr,
@@ -50,13 +51,14 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
                        BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr):
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     lam_ = tl.cast(lam, ACC) + tl.cast(lam_lo, ACC)
-    rows, row_mask = row_block(B, BLOCK_B)
-    t_begin, n_chunks = segment_chunks(T, seg_len, BLOCK_T)
+    pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, True, BLOCK_B)
+    rows, row_mask = row_block(pid_b, B, BLOCK_B)
+    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
     carry0 = tl.zeros([BLOCK_B], ACC)
     if HAS_BOOT:
         carry0 = tl.load(boot_ptr + rows * stride_b + (T - 1) * stride_t, mask=row_mask,
                          other=0.0).to(ACC)
-    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, carry0, PHASE, True)
+    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, True)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                  BLOCK_T, True)
@@ -80,7 +82,9 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
             alpha += g * cut * b
         alpha = tl.where(mask, alpha, 0.0)
         beta = tl.where(mask, g * lam_ * keep, 1.0)
-        out, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, True)
+        out, carry, b_edge, _ = scan_tile(
+            alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+            n_seg, PHASE, BLOCK_T, True)
         agg_b = agg_b * b_edge
         if PHASE != 1:
             store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
@@ -90,7 +94,7 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
             r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs_n,
                                                mask_n, HAS_NEXT, HAS_TRUNC)
     if PHASE == 1:
-        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
+        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
 
 def returns(rewards, next_values, terminateds, truncateds, gamma, lambda_, bootstrap_values,

@@ -19,6 +19,7 @@ from paper_repro.kernels.affine_scan import (
     launch,
     load_flags,
     next_in_time,
+    program_ids,
     row_block,
     scan_tile,
     segment_chunks,
@@ -43,7 +44,7 @@ def _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a, ACC: 
 
 @triton.jit
 def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, term_ptr,
-                       trunc_ptr, out_ptr, adv_ptr, agg_ptr,
+                       trunc_ptr, out_ptr, adv_ptr, agg_ptr, status_ptr,
                        B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                        A, stride3_b, stride3_t, stride3_a,
                        gamma, gamma_lo, lam, lam_lo, c_bar, c_bar_lo, rho_bar, rho_bar_lo,
@@ -55,10 +56,11 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
     lam_ = tl.cast(lam, ACC) + tl.cast(lam_lo, ACC)
     c_max = tl.cast(c_bar, ACC) + tl.cast(c_bar_lo, ACC)
     rho_max = tl.cast(rho_bar, ACC) + tl.cast(rho_bar_lo, ACC)
-    rows, row_mask = row_block(B, BLOCK_B)
-    t_begin, n_chunks = segment_chunks(T, seg_len, BLOCK_T)
-    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, tl.zeros([BLOCK_B], ACC), PHASE,
-                           True)
+    pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, True, BLOCK_B)
+    rows, row_mask = row_block(pid_b, B, BLOCK_B)
+    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
+    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s,
+                           tl.zeros([BLOCK_B], ACC), PHASE, True)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for i in range(n_chunks):
         t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
@@ -83,8 +85,9 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
         discount = g * (1.0 - term)
         alpha = tl.where(mask, r + discount * expect - q, 0.0)
         beta = tl.where(mask, g * c_next * (1.0 - tl.minimum(term + trunc, 1.0)), 1.0)
-        carry_in = carry
-        delta, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, True)
+        delta, carry, b_edge, carry_in = scan_tile(
+            alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+            n_seg, PHASE, BLOCK_T, True)
         agg_b = agg_b * b_edge
         if PHASE != 1:
             # Q_ret_{t+1} (0 at T-1; across a truncation it is the next episode's, as the paper).
@@ -94,7 +97,7 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
             store_tile(out_ptr, (delta + q), rows, t, mask, out_stride_b, out_stride_t)
             store_tile(adv_ptr, adv, rows, t, mask, out_stride_b, out_stride_t)
     if PHASE == 1:
-        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
+        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
 
 def _check_values(action_probs_behavior, actions, num_actions):

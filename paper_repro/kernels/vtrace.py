@@ -17,6 +17,7 @@ from paper_repro.kernels.affine_scan import (
     launch,
     next_in_time,
     next_tile,
+    program_ids,
     row_block,
     scan_tile,
     segment_chunks,
@@ -42,7 +43,7 @@ def vtrace_inputs(lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mas
 
 @triton.jit
 def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr,
-                      out_ptr, adv_ptr, agg_ptr,
+                      out_ptr, adv_ptr, agg_ptr, status_ptr,
                       B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                       gamma, gamma_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo,
                       HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr, HAS_LAST: tl.constexpr,
@@ -51,10 +52,11 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     rho_max = tl.cast(rho_bar, ACC) + tl.cast(rho_bar_lo, ACC)
     c_max = tl.cast(c_bar, ACC) + tl.cast(c_bar_lo, ACC)
-    rows, row_mask = row_block(B, BLOCK_B)
-    t_begin, n_chunks = segment_chunks(T, seg_len, BLOCK_T)
-    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, tl.zeros([BLOCK_B], ACC), PHASE,
-                           True)
+    pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, True, BLOCK_B)
+    rows, row_mask = row_block(pid_b, B, BLOCK_B)
+    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
+    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s,
+                           tl.zeros([BLOCK_B], ACC), PHASE, True)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     last = tl.zeros([BLOCK_B], ACC)
     if HAS_LAST:
@@ -83,8 +85,9 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
         alpha = tl.where(mask, rho * (r.to(ACC) + discount * nu - v_t), 0.0)
         beta = tl.where(mask, g * tl.minimum(ratio, c_max) * (1.0 - tl.minimum(done + cut, 1.0)),
                         1.0)
-        carry_in = carry
-        delta, carry, b_edge = scan_tile(alpha, beta, carry, BLOCK_T, True)
+        delta, carry, b_edge, carry_in = scan_tile(
+            alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+            n_seg, PHASE, BLOCK_T, True)
         agg_b = agg_b * b_edge
         if PHASE != 1:
             # Next target: (1 - trunc) vs_{t+1} + trunc b_t inside the window, nu at T-1.
@@ -100,7 +103,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                 lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, T,
                 stride_t, HAS_TRUNC)
     if PHASE == 1:
-        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
+        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
 
 def compute_vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds, truncateds=None,
