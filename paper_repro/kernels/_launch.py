@@ -64,6 +64,17 @@ def use_triton(x: torch.Tensor) -> bool:
     return x.is_cuda or (_CPU_BACKEND[0] == "triton" and x.device.type == "cpu")
 
 
+def needs_dispatch(*tensors) -> bool:
+    """Go through the registered op when compiling or when a gradient may be needed."""
+    if torch.compiler.is_compiling():
+        return True
+    if torch.is_grad_enabled():
+        for t in tensors:
+            if t is not None and t.requires_grad:
+                return True
+    return False
+
+
 def validation_requested(validate: bool) -> bool:
     """``validate=True``, or ``PAPER_REPRO_VALIDATE=1`` in the environment at import."""
     return validate or VALIDATE_ENV

@@ -203,27 +203,39 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, B, T, n_
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, carry, agg_b)
 
 
-def launch(kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, device,
-           pointers: tuple, ints: tuple, scalars: tuple = (), flags: tuple = ()):
-    """Launch an engine-shaped kernel: one pass, or reduce-then-scan over time segments.
+class Launch:
+    """An engine-shaped kernel launch with everything but the pointers fixed: one pass, or
+    reduce-then-scan over time segments.
 
     Engine kernels take, in order: ``pointers`` (inputs, then outputs), ``agg_ptr, B, T, n_seg,
     seg_len``, ``ints`` (strides, ...), ``scalars`` (float32 hi/lo pairs), ``flags``
     (constexprs), ``ACC, PHASE, BLOCK_B, BLOCK_T, PREFETCH``. Positional, so no per-call
     dicts."""
-    if device.type == "cuda" and device.index != torch.cuda.current_device():
-        with torch.cuda.device(device):  # Triton launches on the current device
-            return launch(kernel, config, B, T, acc, device, pointers, ints, scalars, flags)
-    grid = config.grid(B, T)
-    middle = (B, T, grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
-    tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config))
-    w, n = config.num_warps, len(pointers) + 1
-    if grid[1] == 1:  # agg_ptr is never touched: any pointer will do
-        D.run(kernel, grid, w, (*pointers, pointers[-1], *middle, 0, *tile), n)
-        return
-    agg = torch.empty((2, B, grid[1]), dtype=acc, device=device)
-    D.run(kernel, grid, w, (*pointers, agg, *middle, 1, *tile), n)
-    D.run(kernel, grid, w, (*pointers, agg, *middle, 2, *tile), n)
+
+    __slots__ = ("kernel", "grid", "num_warps", "B", "acc", "device", "cuda_index", "middle",
+                 "tile", "one_pass")
+
+    def __init__(self, kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, device,
+                 ints: tuple, scalars: tuple = (), flags: tuple = ()):
+        self.kernel, self.num_warps, self.B, self.acc, self.device = (
+            kernel, config.num_warps, B, acc, device)
+        self.cuda_index = device.index if device.type == "cuda" else None
+        self.grid = config.grid(B, T)
+        self.middle = (B, T, self.grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
+        self.tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config))
+        self.one_pass = (*self.middle, 0, *self.tile) if self.grid[1] == 1 else None
+
+    def __call__(self, pointers: tuple):
+        if self.cuda_index is not None and self.cuda_index != torch.cuda.current_device():
+            with torch.cuda.device(self.device):  # Triton launches on the current device
+                return self(pointers)
+        kernel, grid, w, n = self.kernel, self.grid, self.num_warps, len(pointers) + 1
+        if self.one_pass is not None:  # agg_ptr is never touched: any pointer will do
+            D.run(kernel, grid, w, (*pointers, pointers[-1], *self.one_pass), n)
+            return
+        agg = torch.empty((2, self.B, grid[1]), dtype=self.acc, device=self.device)
+        D.run(kernel, grid, w, (*pointers, agg, *self.middle, 1, *self.tile), n)
+        D.run(kernel, grid, w, (*pointers, agg, *self.middle, 2, *self.tile), n)
 
 
 def scan_rows(alpha, beta, initial, reverse: bool, out: torch.Tensor) -> torch.Tensor:
@@ -236,9 +248,8 @@ def scan_rows(alpha, beta, initial, reverse: bool, out: torch.Tensor) -> torch.T
         return out.copy_(torch_affine_scan(alpha.to(acc), beta.to(acc), carry, reverse))
     (alpha, beta), stride = L.common_strides([alpha, beta])
     config = L.config_for(B, T, stride, alpha.device)
-    launch(affine_scan_kernel, config, B, T, acc, alpha.device,
-           L.pointers(alpha, alpha, beta, initial, out), (*stride, *out.stride()),
-           flags=(initial is not None, reverse))
+    Launch(affine_scan_kernel, config, B, T, acc, alpha.device, (*stride, *out.stride()),
+           flags=(initial is not None, reverse))(L.pointers(alpha, alpha, beta, initial, out))
     return out
 
 
@@ -267,9 +278,7 @@ def affine_scan(alpha, beta, *, reverse=True, initial=None, time_dim=-1):
     axis = L.time_axis(alpha, time_dim)
     batch = alpha.movedim(axis, -1).shape[:-1]
     L.check_tensor("initial", initial, like=alpha, shape=batch, optional=True)
-    from paper_repro.kernels.autograd import needs_dispatch
-
-    fn = affine_scan_op if needs_dispatch(alpha, beta, initial) else _affine_scan
+    fn = affine_scan_op if L.needs_dispatch(alpha, beta, initial) else _affine_scan
     return fn(alpha, beta, initial, float(reverse), axis)
 
 

@@ -14,8 +14,8 @@ import triton.language as tl
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels.affine_scan import (
+    Launch,
     incoming_carry,
-    launch,
     next_tile,
     row_block,
     scan_tile,
@@ -24,7 +24,7 @@ from paper_repro.kernels.affine_scan import (
     store_tile,
     tile_offsets,
 )
-from paper_repro.kernels.autograd import Spec, needs_dispatch, register
+from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
 
@@ -90,7 +90,7 @@ def decayed_sum(name, x, dones, decay, seed_values, previous_done, time_dim, val
                    shape=lambda: L.batch_shape(x, axis))
     if L.validation_requested(validate):
         L.check_binary("dones", dones)
-    fn = decayed_sum_op if needs_dispatch(x, seed_values) else _decayed_sum
+    fn = decayed_sum_op if L.needs_dispatch(x, seed_values) else _decayed_sum
     return fn(x, dones, seed_values, decay, float(previous_done), axis)
 
 
@@ -108,9 +108,10 @@ def _decayed_sum(x: torch.Tensor, dones: torch.Tensor, seed_values: Optional[tor
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, False))
     o = out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, o.device)
-    launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
-           L.pointers(o, rows["x"], rows["dones"], seed, o), L.layout_ints(rows, o),
-           L.scalar_pairs(decay), (bool(previous_done), seed is not None))
+    job = Launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
+                 L.layout_ints(rows, o), L.scalar_pairs(decay),
+                 (bool(previous_done), seed is not None))
+    job(L.pointers(o, rows["x"], rows["dones"], seed, o))
     return out.result()
 
 

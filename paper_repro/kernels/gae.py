@@ -12,8 +12,8 @@ import triton.language as tl
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels.affine_scan import (
+    Launch,
     incoming_carry,
-    launch,
     next_tile,
     raw_flags,
     row_block,
@@ -23,7 +23,7 @@ from paper_repro.kernels.affine_scan import (
     store_tile,
     tile_offsets,
 )
-from paper_repro.kernels.autograd import Spec, needs_dispatch, register
+from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
 
@@ -158,7 +158,7 @@ def compute_gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambd
     lambda_ = L.check_scalar("lambda_", lambda_)
     check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
     args = (rewards, values, terminateds, truncateds, bootstrap_values, last_value)
-    fn = gae_op if needs_dispatch(*args) else _gae
+    fn = gae_op if L.needs_dispatch(*args) else _gae
     return fn(*args, gamma, lambda_, axis)
 
 
@@ -180,11 +180,12 @@ def _gae(rewards: torch.Tensor, values: torch.Tensor, terminateds: torch.Tensor,
     o = out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, o.device)
     t = rows.tensors
-    launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
-           L.pointers(o, t["rewards"], t["values"], t["terminateds"], t["truncateds"],
-                      t["bootstrap_values"], last, o),
-           L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
-           (truncateds is not None, bootstrap_values is not None, last is not None))
+    job = Launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
+                 L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
+                 (truncateds is not None, bootstrap_values is not None, last is not None))
+    pointers = L.pointers(o, t["rewards"], t["values"], t["terminateds"], t["truncateds"],
+                          t["bootstrap_values"], last, o)
+    job(pointers)
     return out.result()
 
 

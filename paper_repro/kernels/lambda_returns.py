@@ -13,8 +13,8 @@ import triton.language as tl
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels.affine_scan import (
+    Launch,
     incoming_carry,
-    launch,
     next_tile,
     raw_flags,
     row_block,
@@ -24,7 +24,7 @@ from paper_repro.kernels.affine_scan import (
     store_tile,
     tile_offsets,
 )
-from paper_repro.kernels.autograd import Spec, needs_dispatch, register
+from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.gae import check_flags
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
@@ -106,7 +106,7 @@ def returns(rewards, next_values, terminateds, truncateds, gamma, lambda_, boots
     lambda_ = L.check_scalar("lambda_", lambda_)
     check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
     args = (rewards, next_values, terminateds, truncateds, bootstrap_values)
-    fn = returns_op if needs_dispatch(*args) else _returns
+    fn = returns_op if L.needs_dispatch(*args) else _returns
     return fn(*args, gamma, lambda_, axis)
 
 
@@ -127,11 +127,12 @@ def _returns(rewards: torch.Tensor, next_values: Optional[torch.Tensor],
     o = out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, o.device)
     t = rows.tensors
-    launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
-           L.pointers(o, t["rewards"], t["next_values"], t["terminateds"], t["truncateds"],
-                      t["bootstrap_values"], o),
-           L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
-           (next_values is not None, truncateds is not None, bootstrap_values is not None))
+    job = Launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
+                 L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
+                 (next_values is not None, truncateds is not None, bootstrap_values is not None))
+    pointers = L.pointers(o, t["rewards"], t["next_values"], t["terminateds"], t["truncateds"],
+                          t["bootstrap_values"], o)
+    job(pointers)
     return out.result()
 
 

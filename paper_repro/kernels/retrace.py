@@ -15,8 +15,8 @@ import triton.language as tl
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels.affine_scan import (
+    Launch,
     incoming_carry,
-    launch,
     load_flags,
     next_in_time,
     row_block,
@@ -26,7 +26,7 @@ from paper_repro.kernels.affine_scan import (
     store_tile,
     tile_offsets,
 )
-from paper_repro.kernels.autograd import Spec, needs_dispatch, register
+from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.gae import check_flags
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
@@ -152,7 +152,7 @@ def compute_retrace(action_probs_target, action_probs_behavior, q_values, next_q
     check_flags(validate, axis, terminateds, truncateds)
     args = (action_probs_target, action_probs_behavior, q_values, next_q_values_all, actions,
             rewards, terminateds, truncateds, next_action_probs_target)
-    fn = retrace_op if needs_dispatch(*args) else _retrace
+    fn = retrace_op if L.needs_dispatch(*args) else _retrace
     return fn(*args, gamma, lambda_, c_bar, rho_bar, axis)
 
 
@@ -187,13 +187,15 @@ def _retrace(action_probs_target: torch.Tensor, action_probs_behavior: torch.Ten
     q_ret, adv = q_out.rows, adv_out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, q_ret.device, wide=True)
     t = rows.tensors
-    launch(retrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(q_ret.dtype), q_ret.device,
-           L.pointers(q_ret, named["action_probs_target"], named["next_action_probs_target"],
-                      named["next_q_values_all"], t["action_probs_behavior"], t["q_values"],
-                      t["actions"], t["rewards"], t["terminateds"], t["truncateds"], q_ret, adv),
-           (*L.layout_ints(rows, q_ret), present[0].shape[-1], *stride3),
-           L.scalar_pairs(gamma, lambda_, c_bar, rho_bar),
-           (next_action_probs_target is not None, truncateds is not None))
+    job = Launch(retrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(q_ret.dtype),
+                 q_ret.device, (*L.layout_ints(rows, q_ret), present[0].shape[-1], *stride3),
+                 L.scalar_pairs(gamma, lambda_, c_bar, rho_bar),
+                 (next_action_probs_target is not None, truncateds is not None))
+    pointers = L.pointers(q_ret, named["action_probs_target"], named["next_action_probs_target"],
+                          named["next_q_values_all"], t["action_probs_behavior"], t["q_values"],
+                          t["actions"], t["rewards"], t["terminateds"], t["truncateds"], q_ret,
+                          adv)
+    job(pointers)
     return q_out.result(), adv_out.result()
 
 

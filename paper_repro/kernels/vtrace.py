@@ -13,8 +13,8 @@ import triton.language as tl
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels.affine_scan import (
+    Launch,
     incoming_carry,
-    launch,
     next_in_time,
     next_tile,
     row_block,
@@ -24,7 +24,7 @@ from paper_repro.kernels.affine_scan import (
     store_tile,
     tile_offsets,
 )
-from paper_repro.kernels.autograd import Spec, needs_dispatch, register
+from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.gae import check_flags, next_state_value, step_inputs
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
@@ -149,7 +149,7 @@ def compute_vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds,
     check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
     args = (log_pi_target, log_pi_behavior, values, rewards, terminateds, truncateds,
             bootstrap_values, last_value)
-    fn = vtrace_op if needs_dispatch(*args) else _vtrace
+    fn = vtrace_op if L.needs_dispatch(*args) else _vtrace
     return fn(*args, gamma, rho_bar, c_bar, axis)
 
 
@@ -178,11 +178,13 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
     vs, adv = vs_out.rows, adv_out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, vs.device, wide=True)
     t = rows.tensors
-    launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(vs.dtype), vs.device,
-           L.pointers(vs, t["log_pi_target"], t["log_pi_behavior"], t["values"], t["rewards"],
-                      t["terminateds"], t["truncateds"], t["bootstrap_values"], last, vs, adv),
-           L.layout_ints(rows, vs), L.scalar_pairs(gamma, rho_bar, c_bar),
-           (truncateds is not None, bootstrap_values is not None, last is not None))
+    job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(vs.dtype), vs.device,
+                 L.layout_ints(rows, vs), L.scalar_pairs(gamma, rho_bar, c_bar),
+                 (truncateds is not None, bootstrap_values is not None, last is not None))
+    pointers = L.pointers(vs, t["log_pi_target"], t["log_pi_behavior"], t["values"],
+                          t["rewards"], t["terminateds"], t["truncateds"],
+                          t["bootstrap_values"], last, vs, adv)
+    job(pointers)
     return vs_out.result(), adv_out.result()
 
 
