@@ -345,10 +345,10 @@ class Output:
     def __init__(self, like: torch.Tensor, axis: int, dtype, rows: Rows):
         self.tensor = torch.empty_like(like, dtype=dtype)
         view = to_rows(self.tensor, axis)
-        self._is_view = view is self.tensor or view.untyped_storage().data_ptr() == \
+        self.is_view = view is self.tensor or view.untyped_storage().data_ptr() == \
             self.tensor.untyped_storage().data_ptr()
-        self.rows = view if self._is_view else rows.empty(dtype, like.device)
-        self._like, self._axis = like, axis
+        self.rows = view if self.is_view else rows.empty(dtype, like.device)
+        self.like, self._axis = like, axis
 
     def set(self, value: torch.Tensor) -> torch.Tensor:
         """Store a ``[B, T]`` result computed elsewhere (the torch path)."""
@@ -356,6 +356,6 @@ class Output:
         return self.result()
 
     def result(self) -> torch.Tensor:
-        if not self._is_view:
-            self.tensor.copy_(from_rows(self.rows, self._like, self._axis))
+        if not self.is_view:
+            self.tensor.copy_(from_rows(self.rows, self.like, self._axis))
         return self.tensor

@@ -25,6 +25,7 @@ import triton.language as tl
 from paper_repro.coefficients import Coefficients
 from paper_repro.kernels import _direct as D
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _plan as P
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
 TL_ACC = {torch.float32: tl.float32, torch.float64: tl.float64}
@@ -205,7 +206,7 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, B, T, n_
 
 class Launch:
     """An engine-shaped kernel launch with everything but the pointers fixed: one pass, or
-    reduce-then-scan over time segments.
+    reduce-then-scan over time segments. A launch plan (``_plan.py``) keeps it for repeats.
 
     Engine kernels take, in order: ``pointers`` (inputs, then outputs), ``agg_ptr, B, T, n_seg,
     seg_len``, ``ints`` (strides, ...), ``scalars`` (float32 hi/lo pairs), ``flags``
@@ -246,11 +247,19 @@ def scan_rows(alpha, beta, initial, reverse: bool, out: torch.Tensor) -> torch.T
     if not L.use_triton(alpha):
         carry = alpha.new_zeros(B, dtype=acc) if initial is None else initial.to(acc)
         return out.copy_(torch_affine_scan(alpha.to(acc), beta.to(acc), carry, reverse))
+    job, pointers = scan_launch(alpha, beta, initial, reverse, out)
+    job(pointers)
+    return out
+
+
+def scan_launch(alpha, beta, initial, reverse: bool, out: torch.Tensor):
+    """``scan_rows``' Triton launch and its pointers."""
+    B, T = alpha.shape
     (alpha, beta), stride = L.common_strides([alpha, beta])
     config = L.config_for(B, T, stride, alpha.device)
-    Launch(affine_scan_kernel, config, B, T, acc, alpha.device, (*stride, *out.stride()),
-           flags=(initial is not None, reverse))(L.pointers(alpha, alpha, beta, initial, out))
-    return out
+    job = Launch(affine_scan_kernel, config, B, T, L.acc_dtype(out.dtype), alpha.device,
+                 (*stride, *out.stride()), flags=(initial is not None, reverse))
+    return job, L.pointers(out, alpha, beta, initial, out)
 
 
 def affine_scan(alpha, beta, *, reverse=True, initial=None, time_dim=-1):
@@ -271,6 +280,10 @@ def affine_scan(alpha, beta, *, reverse=True, initial=None, time_dim=-1):
         >>> affine_scan(torch.ones(1, 3), torch.full((1, 3), 0.5))
         tensor([[1.7500, 1.5000, 1.0000]])
     """
+    args = (alpha, beta, initial)
+    plan, key = P.lookup("affine_scan", args, (reverse, time_dim))
+    if plan is not None:
+        return plan(args)
     L.check_tensor("alpha", alpha)
     L.check_tensor("beta", beta, like=alpha)
     if not isinstance(reverse, bool):
@@ -278,8 +291,9 @@ def affine_scan(alpha, beta, *, reverse=True, initial=None, time_dim=-1):
     axis = L.time_axis(alpha, time_dim)
     batch = alpha.movedim(axis, -1).shape[:-1]
     L.check_tensor("initial", initial, like=alpha, shape=batch, optional=True)
-    fn = affine_scan_op if L.needs_dispatch(alpha, beta, initial) else _affine_scan
-    return fn(alpha, beta, initial, float(reverse), axis)
+    if L.needs_dispatch(*args):
+        return affine_scan_op(*args, float(reverse), axis)
+    return P.recorded(key, _affine_scan, *args, float(reverse), axis)
 
 
 def _affine_scan(alpha: torch.Tensor, beta: torch.Tensor, initial: Optional[torch.Tensor],
@@ -289,8 +303,11 @@ def _affine_scan(alpha: torch.Tensor, beta: torch.Tensor, initial: Optional[torc
         return torch.empty_like(alpha, dtype=out_dtype)
     rows = L.rows_of(time_dim, alpha=alpha, beta=beta)
     out = L.Output(alpha, time_dim, out_dtype, rows)
-    scan_rows(rows["alpha"], rows["beta"], L.vector_rows(initial, rows.B), bool(reverse),
-              out.rows)
+    scan = rows["alpha"], rows["beta"], L.vector_rows(initial, rows.B), bool(reverse), out.rows
+    if not L.use_triton(alpha):
+        scan_rows(*scan)
+    else:
+        P.launch(*scan_launch(*scan), (alpha, beta, initial), (out,))
     return out.result()
 
 

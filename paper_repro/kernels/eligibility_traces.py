@@ -13,6 +13,7 @@ import triton.language as tl
 
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
     incoming_carry,
@@ -83,6 +84,10 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr,
 
 def decayed_sum(name, x, dones, decay, seed_values, previous_done, time_dim, validate):
     """Shared body of eligibility traces and the episodic prefix sum."""
+    args = (x, dones, seed_values)
+    plan, key = P.lookup("decayed_sum", args, (decay, previous_done, time_dim), validate)
+    if plan is not None:
+        return plan(args)
     L.check_tensor(name, x)
     L.check_tensor("dones", dones, like=x, flag=True)
     axis = L.time_axis(x, time_dim)
@@ -90,8 +95,9 @@ def decayed_sum(name, x, dones, decay, seed_values, previous_done, time_dim, val
                    shape=lambda: L.batch_shape(x, axis))
     if L.validation_requested(validate):
         L.check_binary("dones", dones)
-    fn = decayed_sum_op if L.needs_dispatch(x, seed_values) else _decayed_sum
-    return fn(x, dones, seed_values, decay, float(previous_done), axis)
+    if L.needs_dispatch(x, seed_values):
+        return decayed_sum_op(*args, decay, float(previous_done), axis)
+    return P.recorded(key, _decayed_sum, *args, decay, float(previous_done), axis)
 
 
 def _decayed_sum(x: torch.Tensor, dones: torch.Tensor, seed_values: Optional[torch.Tensor],
@@ -111,7 +117,8 @@ def _decayed_sum(x: torch.Tensor, dones: torch.Tensor, seed_values: Optional[tor
     job = Launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(decay),
                  (bool(previous_done), seed is not None))
-    job(L.pointers(o, rows["x"], rows["dones"], seed, o))
+    P.launch(job, L.pointers(o, rows["x"], rows["dones"], seed, o), (x, dones, seed_values),
+             (out,))
     return out.result()
 
 

@@ -11,6 +11,7 @@ import triton.language as tl
 
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
     incoming_carry,
@@ -144,6 +145,10 @@ def compute_gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambd
         ...             last_value=torch.tensor([2.0]))
         tensor([[8., 7., 5.]])
     """
+    args = (rewards, values, terminateds, truncateds, bootstrap_values, last_value)
+    plan, key = P.lookup("gae", args, (gamma, lambda_, time_dim), validate)
+    if plan is not None:
+        return plan(args)
     L.check_tensor("rewards", rewards)
     L.check_tensor("values", values, like=rewards)
     L.check_tensor("terminateds", terminateds, like=rewards, flag=True)
@@ -157,9 +162,9 @@ def compute_gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambd
     gamma = L.check_scalar("gamma", gamma)
     lambda_ = L.check_scalar("lambda_", lambda_)
     check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
-    args = (rewards, values, terminateds, truncateds, bootstrap_values, last_value)
-    fn = gae_op if L.needs_dispatch(*args) else _gae
-    return fn(*args, gamma, lambda_, axis)
+    if L.needs_dispatch(*args):
+        return gae_op(*args, gamma, lambda_, axis)
+    return P.recorded(key, _gae, *args, gamma, lambda_, axis)
 
 
 def _gae(rewards: torch.Tensor, values: torch.Tensor, terminateds: torch.Tensor,
@@ -185,7 +190,8 @@ def _gae(rewards: torch.Tensor, values: torch.Tensor, terminateds: torch.Tensor,
                  (truncateds is not None, bootstrap_values is not None, last is not None))
     pointers = L.pointers(o, t["rewards"], t["values"], t["terminateds"], t["truncateds"],
                           t["bootstrap_values"], last, o)
-    job(pointers)
+    P.launch(job, pointers, (rewards, values, terminateds, truncateds, bootstrap_values,
+                             last_value), (out,))
     return out.result()
 
 
