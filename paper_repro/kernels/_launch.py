@@ -64,6 +64,17 @@ def use_triton(x: torch.Tensor) -> bool:
     return x.is_cuda or (_CPU_BACKEND[0] == "triton" and x.device.type == "cpu")
 
 
+def needs_dispatch(*tensors) -> bool:
+    """Go through the registered op when compiling or when a gradient may be needed."""
+    if torch.compiler.is_compiling():
+        return True
+    if torch.is_grad_enabled():
+        for t in tensors:
+            if t is not None and t.requires_grad:
+                return True
+    return False
+
+
 def validation_requested(validate: bool) -> bool:
     """``validate=True``, or ``PAPER_REPRO_VALIDATE=1`` in the environment at import."""
     return validate or VALIDATE_ENV
@@ -367,10 +378,10 @@ class Output:
     def __init__(self, like: torch.Tensor, axis: int, dtype, rows: Rows):
         self.tensor = torch.empty_like(like, dtype=dtype)
         view = to_rows(self.tensor, axis)
-        self._is_view = view is self.tensor or view.untyped_storage().data_ptr() == \
+        self.is_view = view is self.tensor or view.untyped_storage().data_ptr() == \
             self.tensor.untyped_storage().data_ptr()
-        self.rows = view if self._is_view else rows.empty(dtype, like.device)
-        self._like, self._axis = like, axis
+        self.rows = view if self.is_view else rows.empty(dtype, like.device)
+        self.like, self._axis = like, axis
 
     def set(self, value: torch.Tensor) -> torch.Tensor:
         """Store a ``[B, T]`` result computed elsewhere (the torch path)."""
@@ -378,6 +389,6 @@ class Output:
         return self.result()
 
     def result(self) -> torch.Tensor:
-        if not self._is_view:
-            self.tensor.copy_(from_rows(self.rows, self._like, self._axis))
+        if not self.is_view:
+            self.tensor.copy_(from_rows(self.rows, self.like, self._axis))
         return self.tensor

@@ -29,6 +29,7 @@ import triton.language as tl
 from paper_repro.coefficients import Coefficients
 from paper_repro.kernels import _direct as D
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _plan as P
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
 TL_ACC = {torch.float32: tl.float32, torch.float64: tl.float64}
@@ -306,36 +307,51 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
 
-def launch(kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, device,
-           pointers: tuple, ints: tuple, scalars: tuple = (), flags: tuple = ()):
-    """Launch an engine-shaped kernel: one pass, reduce-then-scan over time segments, or the
-    single-pass look-back (``config.single_pass``: one tile per program).
+class Launch:
+    """An engine-shaped kernel launch with everything but the pointers fixed: one pass,
+    reduce-then-scan over time segments, or the single-pass look-back (``config.single_pass``:
+    one tile a program). A launch plan (``_plan.py``) keeps it for repeats.
 
     Engine kernels take, in order: ``pointers`` (inputs, then outputs), ``agg_ptr, status_ptr,
     B, T, n_seg, seg_len``, ``ints`` (strides, ...), ``scalars`` (float32 hi/lo pairs),
     ``flags`` (constexprs), ``ACC, PHASE, BLOCK_B, BLOCK_T, PREFETCH``. Positional, so no
     per-call dicts."""
-    if device.type == "cuda" and device.index != torch.cuda.current_device():
-        with torch.cuda.device(device):  # Triton launches on the current device
-            return launch(kernel, config, B, T, acc, device, pointers, ints, scalars, flags)
-    grid = config.grid(B, T)
-    middle = (B, T, grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
-    tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config))
-    w, n = config.num_warps, len(pointers) + 2
-    if grid[1] == 1:  # agg_ptr and status_ptr are never touched: any pointer will do
-        D.run(kernel, grid, w, (*pointers, pointers[-1], pointers[-1], *middle, 0, *tile), n)
-        return
-    if config.single_pass:
-        if config.seg_len != config.BLOCK_T:
+
+    __slots__ = ("kernel", "grid", "num_warps", "B", "acc", "device", "cuda_index", "middle",
+                 "tile", "one_pass", "single_pass")
+
+    def __init__(self, kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, device,
+                 ints: tuple, scalars: tuple = (), flags: tuple = ()):
+        self.kernel, self.num_warps, self.B, self.acc, self.device = (
+            kernel, config.num_warps, B, acc, device)
+        self.cuda_index = device.index if device.type == "cuda" else None
+        self.grid = config.grid(B, T)
+        self.middle = (B, T, self.grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
+        self.tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config))
+        self.one_pass = (*self.middle, 0, *self.tile) if self.grid[1] == 1 else None
+        self.single_pass = config.single_pass and self.one_pass is None
+        if self.single_pass and config.seg_len != config.BLOCK_T:
             raise ValueError("a single-pass split takes one tile per program (seg_len == BLOCK_T)")
-        # [3, B, n_seg] aggregates and inclusive prefixes; a ticket counter, then a flag per tile.
-        link = torch.empty((3, B, grid[1]), dtype=acc, device=device)
-        status = torch.zeros(1 + grid[0] * grid[1], dtype=torch.int32, device=device)
-        D.run(kernel, (grid[0] * grid[1],), w, (*pointers, link, status, *middle, 3, *tile), n)
-        return
-    agg = torch.empty((2, B, grid[1]), dtype=acc, device=device)
-    D.run(kernel, grid, w, (*pointers, agg, agg, *middle, 1, *tile), n)
-    D.run(kernel, grid, w, (*pointers, agg, agg, *middle, 2, *tile), n)
+
+    def __call__(self, pointers: tuple):
+        if self.cuda_index is not None and self.cuda_index != torch.cuda.current_device():
+            with torch.cuda.device(self.device):  # Triton launches on the current device
+                return self(pointers)
+        kernel, grid, w, n = self.kernel, self.grid, self.num_warps, len(pointers) + 2
+        if self.one_pass is not None:  # agg_ptr and status_ptr are never touched
+            D.run(kernel, grid, w, (*pointers, pointers[-1], pointers[-1], *self.one_pass), n)
+            return
+        if self.single_pass:
+            # [3, B, n_seg] aggregates and inclusive prefixes; a ticket counter, then a flag a
+            # tile.
+            link = torch.empty((3, self.B, grid[1]), dtype=self.acc, device=self.device)
+            status = torch.zeros(1 + grid[0] * grid[1], dtype=torch.int32, device=self.device)
+            D.run(kernel, (grid[0] * grid[1],), w, (*pointers, link, status, *self.middle, 3,
+                                                    *self.tile), n)
+            return
+        agg = torch.empty((2, self.B, grid[1]), dtype=self.acc, device=self.device)
+        D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 1, *self.tile), n)
+        D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 2, *self.tile), n)
 
 
 def scan_rows(alpha, beta, initial, reverse: bool, out: torch.Tensor) -> torch.Tensor:
@@ -346,12 +362,19 @@ def scan_rows(alpha, beta, initial, reverse: bool, out: torch.Tensor) -> torch.T
     if not L.use_triton(alpha):
         carry = alpha.new_zeros(B, dtype=acc) if initial is None else initial.to(acc)
         return out.copy_(torch_affine_scan(alpha.to(acc), beta.to(acc), carry, reverse))
+    job, pointers = scan_launch(alpha, beta, initial, reverse, out)
+    job(pointers)
+    return out
+
+
+def scan_launch(alpha, beta, initial, reverse: bool, out: torch.Tensor):
+    """``scan_rows``' Triton launch and its pointers."""
+    B, T = alpha.shape
     (alpha, beta), stride = L.common_strides([alpha, beta])
     config = L.config_for(B, T, stride, alpha.device)
-    launch(affine_scan_kernel, config, B, T, acc, alpha.device,
-           L.pointers(alpha, alpha, beta, initial, out), (*stride, *out.stride()),
-           flags=(initial is not None, reverse))
-    return out
+    job = Launch(affine_scan_kernel, config, B, T, L.acc_dtype(out.dtype), alpha.device,
+                 (*stride, *out.stride()), flags=(initial is not None, reverse))
+    return job, L.pointers(out, alpha, beta, initial, out)
 
 
 def affine_scan(alpha, beta, *, reverse=True, initial=None, time_dim=-1):
@@ -372,6 +395,10 @@ def affine_scan(alpha, beta, *, reverse=True, initial=None, time_dim=-1):
         >>> affine_scan(torch.ones(1, 3), torch.full((1, 3), 0.5))
         tensor([[1.7500, 1.5000, 1.0000]])
     """
+    args = (alpha, beta, initial)
+    plan, key = P.lookup("affine_scan", args, (reverse, time_dim))
+    if plan is not None:
+        return plan(args)
     L.check_tensor("alpha", alpha)
     L.check_tensor("beta", beta, like=alpha)
     if not isinstance(reverse, bool):
@@ -379,10 +406,9 @@ def affine_scan(alpha, beta, *, reverse=True, initial=None, time_dim=-1):
     axis = L.time_axis(alpha, time_dim)
     batch = alpha.movedim(axis, -1).shape[:-1]
     L.check_tensor("initial", initial, like=alpha, shape=batch, optional=True)
-    from paper_repro.kernels.autograd import needs_dispatch
-
-    fn = affine_scan_op if needs_dispatch(alpha, beta, initial) else _affine_scan
-    return fn(alpha, beta, initial, float(reverse), axis)
+    if L.needs_dispatch(*args):
+        return affine_scan_op(*args, float(reverse), axis)
+    return P.recorded(key, _affine_scan, *args, float(reverse), axis)
 
 
 def _affine_scan(alpha: torch.Tensor, beta: torch.Tensor, initial: Optional[torch.Tensor],
@@ -392,8 +418,11 @@ def _affine_scan(alpha: torch.Tensor, beta: torch.Tensor, initial: Optional[torc
         return torch.empty_like(alpha, dtype=out_dtype)
     rows = L.rows_of(time_dim, alpha=alpha, beta=beta)
     out = L.Output(alpha, time_dim, out_dtype, rows)
-    scan_rows(rows["alpha"], rows["beta"], L.vector_rows(initial, rows.B), bool(reverse),
-              out.rows)
+    scan = rows["alpha"], rows["beta"], L.vector_rows(initial, rows.B), bool(reverse), out.rows
+    if not L.use_triton(alpha):
+        scan_rows(*scan)
+    else:
+        P.launch(*scan_launch(*scan), (alpha, beta, initial), (out,))
     return out.result()
 
 

@@ -54,17 +54,6 @@ class Spec:
     n_outputs: int = 1
 
 
-def needs_dispatch(*tensors) -> bool:
-    """Go through the registered op when compiling or when a gradient may be needed."""
-    if torch.compiler.is_compiling():
-        return True
-    if torch.is_grad_enabled():
-        for t in tensors:
-            if t is not None and t.requires_grad:
-                return True
-    return False
-
-
 def register(spec: Spec, forward):
     """Register ``forward`` (annotated, validated inputs, then ``time_dim: int``) as
     ``paper_repro::<name>`` with its fake kernel and autograd formula; returns the op."""

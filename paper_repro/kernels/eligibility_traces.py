@@ -13,9 +13,10 @@ import triton.language as tl
 
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
+    Launch,
     incoming_carry,
-    launch,
     next_tile,
     program_ids,
     row_block,
@@ -25,7 +26,7 @@ from paper_repro.kernels.affine_scan import (
     store_tile,
     tile_offsets,
 )
-from paper_repro.kernels.autograd import Spec, needs_dispatch, register
+from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
 
@@ -87,6 +88,10 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
 
 def decayed_sum(name, x, dones, decay, seed_values, previous_done, time_dim, validate):
     """Shared body of eligibility traces and the episodic prefix sum."""
+    args = (x, dones, seed_values)
+    plan, key = P.lookup("decayed_sum", args, (decay, previous_done, time_dim), validate)
+    if plan is not None:
+        return plan(args)
     L.check_tensor(name, x)
     L.check_tensor("dones", dones, like=x, flag=True)
     axis = L.time_axis(x, time_dim)
@@ -94,8 +99,9 @@ def decayed_sum(name, x, dones, decay, seed_values, previous_done, time_dim, val
                    shape=lambda: L.batch_shape(x, axis))
     if L.validation_requested(validate):
         L.check_binary("dones", dones)
-    fn = decayed_sum_op if needs_dispatch(x, seed_values) else _decayed_sum
-    return fn(x, dones, seed_values, decay, float(previous_done), axis)
+    if L.needs_dispatch(x, seed_values):
+        return decayed_sum_op(*args, decay, float(previous_done), axis)
+    return P.recorded(key, _decayed_sum, *args, decay, float(previous_done), axis)
 
 
 def _decayed_sum(x: torch.Tensor, dones: torch.Tensor, seed_values: Optional[torch.Tensor],
@@ -112,9 +118,11 @@ def _decayed_sum(x: torch.Tensor, dones: torch.Tensor, seed_values: Optional[tor
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, False))
     o = out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, o.device)
-    launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
-           L.pointers(o, rows["x"], rows["dones"], seed, o), L.layout_ints(rows, o),
-           L.scalar_pairs(decay), (bool(previous_done), seed is not None))
+    job = Launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
+                 L.layout_ints(rows, o), L.scalar_pairs(decay),
+                 (bool(previous_done), seed is not None))
+    P.launch(job, L.pointers(o, rows["x"], rows["dones"], seed, o), (x, dones, seed_values),
+             (out,))
     return out.result()
 
 

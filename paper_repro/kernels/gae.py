@@ -11,9 +11,10 @@ import triton.language as tl
 
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
+    Launch,
     incoming_carry,
-    launch,
     next_tile,
     program_ids,
     raw_flags,
@@ -24,7 +25,7 @@ from paper_repro.kernels.affine_scan import (
     store_tile,
     tile_offsets,
 )
-from paper_repro.kernels.autograd import Spec, needs_dispatch, register
+from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
 
@@ -148,6 +149,10 @@ def compute_gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambd
         ...             last_value=torch.tensor([2.0]))
         tensor([[8., 7., 5.]])
     """
+    args = (rewards, values, terminateds, truncateds, bootstrap_values, last_value)
+    plan, key = P.lookup("gae", args, (gamma, lambda_, time_dim), validate)
+    if plan is not None:
+        return plan(args)
     L.check_tensor("rewards", rewards)
     L.check_tensor("values", values, like=rewards)
     L.check_tensor("terminateds", terminateds, like=rewards, flag=True)
@@ -161,9 +166,9 @@ def compute_gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambd
     gamma = L.check_scalar("gamma", gamma)
     lambda_ = L.check_scalar("lambda_", lambda_)
     check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
-    args = (rewards, values, terminateds, truncateds, bootstrap_values, last_value)
-    fn = gae_op if needs_dispatch(*args) else _gae
-    return fn(*args, gamma, lambda_, axis)
+    if L.needs_dispatch(*args):
+        return gae_op(*args, gamma, lambda_, axis)
+    return P.recorded(key, _gae, *args, gamma, lambda_, axis)
 
 
 def _gae(rewards: torch.Tensor, values: torch.Tensor, terminateds: torch.Tensor,
@@ -184,11 +189,13 @@ def _gae(rewards: torch.Tensor, values: torch.Tensor, terminateds: torch.Tensor,
     o = out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, o.device)
     t = rows.tensors
-    launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
-           L.pointers(o, t["rewards"], t["values"], t["terminateds"], t["truncateds"],
-                      t["bootstrap_values"], last, o),
-           L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
-           (truncateds is not None, bootstrap_values is not None, last is not None))
+    job = Launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
+                 L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
+                 (truncateds is not None, bootstrap_values is not None, last is not None))
+    pointers = L.pointers(o, t["rewards"], t["values"], t["terminateds"], t["truncateds"],
+                          t["bootstrap_values"], last, o)
+    P.launch(job, pointers, (rewards, values, terminateds, truncateds, bootstrap_values,
+                             last_value), (out,))
     return out.result()
 
 

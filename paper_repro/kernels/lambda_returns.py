@@ -12,9 +12,10 @@ import triton.language as tl
 
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
+    Launch,
     incoming_carry,
-    launch,
     next_tile,
     program_ids,
     raw_flags,
@@ -25,7 +26,7 @@ from paper_repro.kernels.affine_scan import (
     store_tile,
     tile_offsets,
 )
-from paper_repro.kernels.autograd import Spec, needs_dispatch, register
+from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.gae import check_flags
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
@@ -100,6 +101,10 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
 def returns(rewards, next_values, terminateds, truncateds, gamma, lambda_, bootstrap_values,
             time_dim, validate):
     """Shared body of ``compute_lambda_returns`` and ``compute_discounted_returns``."""
+    args = (rewards, next_values, terminateds, truncateds, bootstrap_values)
+    plan, key = P.lookup("returns", args, (gamma, lambda_, time_dim), validate)
+    if plan is not None:
+        return plan(args)
     L.check_tensor("rewards", rewards)
     L.check_tensor("next_values", next_values, like=rewards, optional=True)
     L.check_tensor("terminateds", terminateds, like=rewards, flag=True)
@@ -109,9 +114,9 @@ def returns(rewards, next_values, terminateds, truncateds, gamma, lambda_, boots
     gamma = L.check_scalar("gamma", gamma)
     lambda_ = L.check_scalar("lambda_", lambda_)
     check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
-    args = (rewards, next_values, terminateds, truncateds, bootstrap_values)
-    fn = returns_op if needs_dispatch(*args) else _returns
-    return fn(*args, gamma, lambda_, axis)
+    if L.needs_dispatch(*args):
+        return returns_op(*args, gamma, lambda_, axis)
+    return P.recorded(key, _returns, *args, gamma, lambda_, axis)
 
 
 def _returns(rewards: torch.Tensor, next_values: Optional[torch.Tensor],
@@ -131,11 +136,13 @@ def _returns(rewards: torch.Tensor, next_values: Optional[torch.Tensor],
     o = out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, o.device)
     t = rows.tensors
-    launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
-           L.pointers(o, t["rewards"], t["next_values"], t["terminateds"], t["truncateds"],
-                      t["bootstrap_values"], o),
-           L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
-           (next_values is not None, truncateds is not None, bootstrap_values is not None))
+    job = Launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
+                 L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
+                 (next_values is not None, truncateds is not None, bootstrap_values is not None))
+    pointers = L.pointers(o, t["rewards"], t["next_values"], t["terminateds"], t["truncateds"],
+                          t["bootstrap_values"], o)
+    P.launch(job, pointers, (rewards, next_values, terminateds, truncateds, bootstrap_values),
+             (out,))
     return out.result()
 
 

@@ -14,9 +14,10 @@ import triton.language as tl
 
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
+    Launch,
     incoming_carry,
-    launch,
     load_flags,
     next_in_time,
     program_ids,
@@ -27,7 +28,7 @@ from paper_repro.kernels.affine_scan import (
     store_tile,
     tile_offsets,
 )
-from paper_repro.kernels.autograd import Spec, needs_dispatch, register
+from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.gae import check_flags
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
@@ -100,6 +101,10 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
 
+# retrace_fwd_kernel's input pointers as indices of compute_retrace's tensor arguments
+KERNEL_ORDER = (0, 8, 3, 1, 2, 4, 5, 6, 7)
+
+
 def _check_values(action_probs_behavior, actions, num_actions):
     if bool((action_probs_behavior <= 0).any()):
         raise ValueError("action_probs_behavior must be > 0 everywhere")
@@ -131,6 +136,13 @@ def compute_retrace(action_probs_target, action_probs_behavior, q_values, next_q
         ``advantages_t = min(pi/mu, rho_bar)(r_t + gamma (1-term_t) Q_ret_{t+1} - Q_t)``,
         ``Q_ret_T := 0``.
     """
+    args = (action_probs_target, action_probs_behavior, q_values, next_q_values_all, actions,
+            rewards, terminateds, truncateds, next_action_probs_target)
+    plan, key = P.lookup("retrace", args, (gamma, lambda_, c_bar, rho_bar, time_dim), validate)
+    if plan is not None:
+        if not rewards.is_cuda:  # as _retrace: values are checked on the CPU
+            _check_values(action_probs_behavior, actions, action_probs_target.shape[-1])
+        return plan(args)
     L.check_tensor("rewards", rewards)
     for name, x in (("action_probs_behavior", action_probs_behavior), ("q_values", q_values)):
         L.check_tensor(name, x, like=rewards)
@@ -153,10 +165,9 @@ def compute_retrace(action_probs_target, action_probs_behavior, q_values, next_q
     if L.validation_requested(validate):
         _check_values(action_probs_behavior, actions, action_probs_target.shape[-1])
     check_flags(validate, axis, terminateds, truncateds)
-    args = (action_probs_target, action_probs_behavior, q_values, next_q_values_all, actions,
-            rewards, terminateds, truncateds, next_action_probs_target)
-    fn = retrace_op if needs_dispatch(*args) else _retrace
-    return fn(*args, gamma, lambda_, c_bar, rho_bar, axis)
+    if L.needs_dispatch(*args):
+        return retrace_op(*args, gamma, lambda_, c_bar, rho_bar, axis)
+    return P.recorded(key, _retrace, *args, gamma, lambda_, c_bar, rho_bar, axis)
 
 
 def _retrace(action_probs_target: torch.Tensor, action_probs_behavior: torch.Tensor,
@@ -190,13 +201,17 @@ def _retrace(action_probs_target: torch.Tensor, action_probs_behavior: torch.Ten
     q_ret, adv = q_out.rows, adv_out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, q_ret.device, wide=True)
     t = rows.tensors
-    launch(retrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(q_ret.dtype), q_ret.device,
-           L.pointers(q_ret, named["action_probs_target"], named["next_action_probs_target"],
-                      named["next_q_values_all"], t["action_probs_behavior"], t["q_values"],
-                      t["actions"], t["rewards"], t["terminateds"], t["truncateds"], q_ret, adv),
-           (*L.layout_ints(rows, q_ret), present[0].shape[-1], *stride3),
-           L.scalar_pairs(gamma, lambda_, c_bar, rho_bar),
-           (next_action_probs_target is not None, truncateds is not None))
+    job = Launch(retrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(q_ret.dtype),
+                 q_ret.device, (*L.layout_ints(rows, q_ret), present[0].shape[-1], *stride3),
+                 L.scalar_pairs(gamma, lambda_, c_bar, rho_bar),
+                 (next_action_probs_target is not None, truncateds is not None))
+    pointers = L.pointers(q_ret, named["action_probs_target"], named["next_action_probs_target"],
+                          named["next_q_values_all"], t["action_probs_behavior"], t["q_values"],
+                          t["actions"], t["rewards"], t["terminateds"], t["truncateds"], q_ret,
+                          adv)
+    P.launch(job, pointers, (action_probs_target, action_probs_behavior, q_values,
+                             next_q_values_all, actions, rewards, terminateds, truncateds,
+                             next_action_probs_target), (q_out, adv_out), KERNEL_ORDER)
     return q_out.result(), adv_out.result()
 
 

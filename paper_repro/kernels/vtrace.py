@@ -12,9 +12,10 @@ import triton.language as tl
 
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
+    Launch,
     incoming_carry,
-    launch,
     next_in_time,
     next_tile,
     program_ids,
@@ -25,7 +26,7 @@ from paper_repro.kernels.affine_scan import (
     store_tile,
     tile_offsets,
 )
-from paper_repro.kernels.autograd import Spec, needs_dispatch, register
+from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.gae import check_flags, next_state_value, step_inputs
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
@@ -134,6 +135,11 @@ def compute_vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds,
         >>> vs
         tensor([[2.5000, 1.5000]])
     """
+    args = (log_pi_target, log_pi_behavior, values, rewards, terminateds, truncateds,
+            bootstrap_values, last_value)
+    plan, key = P.lookup("vtrace", args, (gamma, rho_bar, c_bar, time_dim), validate)
+    if plan is not None:
+        return plan(args)
     L.check_tensor("log_pi_target", log_pi_target)
     for name, x in (("log_pi_behavior", log_pi_behavior), ("values", values),
                     ("rewards", rewards)):
@@ -150,10 +156,9 @@ def compute_vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds,
     rho_bar = L.check_scalar("rho_bar", rho_bar)
     c_bar = L.check_scalar("c_bar", c_bar)
     check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
-    args = (log_pi_target, log_pi_behavior, values, rewards, terminateds, truncateds,
-            bootstrap_values, last_value)
-    fn = vtrace_op if needs_dispatch(*args) else _vtrace
-    return fn(*args, gamma, rho_bar, c_bar, axis)
+    if L.needs_dispatch(*args):
+        return vtrace_op(*args, gamma, rho_bar, c_bar, axis)
+    return P.recorded(key, _vtrace, *args, gamma, rho_bar, c_bar, axis)
 
 
 def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: torch.Tensor,
@@ -181,11 +186,14 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
     vs, adv = vs_out.rows, adv_out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, vs.device, wide=True)
     t = rows.tensors
-    launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(vs.dtype), vs.device,
-           L.pointers(vs, t["log_pi_target"], t["log_pi_behavior"], t["values"], t["rewards"],
-                      t["terminateds"], t["truncateds"], t["bootstrap_values"], last, vs, adv),
-           L.layout_ints(rows, vs), L.scalar_pairs(gamma, rho_bar, c_bar),
-           (truncateds is not None, bootstrap_values is not None, last is not None))
+    job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(vs.dtype), vs.device,
+                 L.layout_ints(rows, vs), L.scalar_pairs(gamma, rho_bar, c_bar),
+                 (truncateds is not None, bootstrap_values is not None, last is not None))
+    pointers = L.pointers(vs, t["log_pi_target"], t["log_pi_behavior"], t["values"],
+                          t["rewards"], t["terminateds"], t["truncateds"],
+                          t["bootstrap_values"], last, vs, adv)
+    P.launch(job, pointers, (log_pi_target, log_pi_behavior, values, rewards, terminateds,
+                             truncateds, bootstrap_values, last_value), (vs_out, adv_out))
     return vs_out.result(), adv_out.result()
 
 
