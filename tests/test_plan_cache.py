@@ -105,42 +105,34 @@ def _gae(d, gamma=0.99, **kw):
     return P.compute_gae(d["r"], d["v"], d["term"], d["trunc"], gamma, 0.95, d["boot"], **kw)
 
 
-def _strided(d):
-    return {k: x if x is None or x.dim() != 2 else torch.stack([x, x], -1)[..., 0]
-            for k, x in d.items()}
-
-
 def test_what_changes_a_decision_is_a_miss(hits):
     """Strides, dtypes, shapes, scalars, time_dim and an optional tensor's presence each get
     a plan of their own; every call agrees with the reference."""
     base = make_inputs(4, 16, seed=1, device=DEVICE)
-    cases = {
-        "base": (base, {}),
-        "strides": (_strided(base), {}),
-        "dtype": (make_inputs(4, 16, dtype=torch.float64, device=DEVICE), {}),
-        "flag dtype": (make_inputs(4, 16, flag_dtype=torch.bool, device=DEVICE), {}),
-        "T": (make_inputs(4, 17, device=DEVICE), {}),
-        "B": (make_inputs(5, 16, device=DEVICE), {}),
-        "gamma": (base, {"gamma": 0.9}),
-        "gamma int": (base, {"gamma": 1}),
-        "gamma float": (base, {"gamma": 1.0}),
-        "time_dim": (base, {"time_dim": 1}),
-        "no truncations": (dict(base, trunc=None), {}),
-        "time-major": (LAYOUTS[1].apply(base), {"time_dim": 0}),
+    same = LAYOUTS[0]
+    cases = {  # name: (inputs as [N, T], layout, keyword arguments)
+        "base": (base, same, {}),
+        "strides": (base, LAYOUTS[4], {}),
+        "dtype": (make_inputs(4, 16, dtype=torch.float64, device=DEVICE), same, {}),
+        "flag dtype": (make_inputs(4, 16, flag_dtype=torch.bool, device=DEVICE), same, {}),
+        "T": (make_inputs(4, 17, device=DEVICE), same, {}),
+        "B": (make_inputs(5, 16, device=DEVICE), same, {}),
+        "gamma": (base, same, {"gamma": 0.9}),
+        "gamma int": (base, same, {"gamma": 1}),
+        "gamma float": (base, same, {"gamma": 1.0}),
+        "time_dim": (base, same, {"time_dim": 1}),
+        "no truncations": (dict(base, trunc=None), same, {}),
+        "time-major": (base, LAYOUTS[1], {"time_dim": 0}),
     }
-    for name, (d, kw) in cases.items():
+    for name, (d, layout, kw) in cases.items():
         served = len(hits)
-        got = _gae(d, **kw)
+        got = _gae(layout.apply(d), **kw)
         assert len(hits) == served, f"{name}: served by another call's plan"
-        assert torch.equal(_gae(d, **kw), got) and len(hits) == served + 1, name
-        back = LAYOUTS[1].back if name == "time-major" else (lambda y: y)
-        want = ref.compute_gae(*[None if x is None else x.double().cpu() for x in (
-            d["r"], d["v"], d["term"], d["trunc"])], kw.get("gamma", 0.99), 0.95,
-            None if d["boot"] is None else d["boot"].double().cpu())
-        if name == "time-major":
-            want = ref.compute_gae(base["r"].double(), base["v"].double(), base["term"].double(),
-                                   base["trunc"].double(), 0.99, 0.95, base["boot"].double())
-        assert_close(name, back(got), want, TOL[got.dtype])
+        assert torch.equal(_gae(layout.apply(d), **kw), got) and len(hits) == served + 1, name
+        d64 = {k: None if x is None else x.double().cpu() for k, x in d.items()}
+        want = ref.compute_gae(d64["r"], d64["v"], d64["term"], d64["trunc"],
+                               kw.get("gamma", 0.99), 0.95, d64["boot"])
+        assert_close(name, layout.back(got), want, TOL[got.dtype])
     assert len(_plan._PLANS) == len(cases)
 
 
