@@ -202,3 +202,38 @@ def test_the_agreement_check_can_fail(monkeypatch):
 
     with pytest.raises(AssertionError, match="reused another kernel"):
         _drive_engine(monkeypatch, class_key)
+
+
+def test_bound_launches_key_alignment_only(monkeypatch):
+    """A launch plan's direct launches: compiled once per pointer alignment, then the cached
+    launcher runs with the new pointers."""
+    compiles, launched = [], []
+
+    class Compiled:
+        function, packed_metadata = "f", "m"
+
+        def run(self, *args):
+            launched.append(args[9:])
+
+    class Kernel:
+        arg_names = ("x", "y", "n")
+
+        def __getitem__(self, grid):
+            def compile_and_run(*values, num_warps):
+                compiles.append(values)
+                return Compiled()
+            return compile_and_run
+
+    monkeypatch.setattr(D, "ENABLED", True)
+    monkeypatch.setattr(D, "_CACHE", {})
+    monkeypatch.setattr(D, "_hooks_set", lambda: False)
+    monkeypatch.setattr(D, "_raw_stream", lambda device: 0)
+    monkeypatch.setattr(D.torch.cuda, "current_device", lambda: 0)
+    kernel, cache, buf = Kernel(), {}, torch.zeros(64)
+    a, b, shifted = buf[:8], buf[8:16], buf[1:9]
+    D.run_bound(cache, kernel, (1,), 4, (a, a, 7), 2)
+    D.run_bound(cache, kernel, (1,), 4, (b, b, 7), 2)
+    assert len(compiles) == 1 and len(launched) == 1 and launched[0][0] is b
+    D.run_bound(cache, kernel, (1,), 4, (shifted, b, 7), 2)  # misaligned: its own kernel
+    D.run_bound(cache, kernel, (1,), 4, (shifted, a, 7), 2)
+    assert len(compiles) == 2 and len(launched) == 2 and launched[1][0] is shifted

@@ -318,7 +318,7 @@ class Launch:
     per-call dicts."""
 
     __slots__ = ("kernel", "grid", "num_warps", "B", "acc", "device", "cuda_index", "middle",
-                 "tile", "one_pass", "single_pass")
+                 "tile", "one_pass", "single_pass", "launchers")
 
     def __init__(self, kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, device,
                  ints: tuple, scalars: tuple = (), flags: tuple = ()):
@@ -330,6 +330,7 @@ class Launch:
         self.tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config))
         self.one_pass = (*self.middle, 0, *self.tile) if self.grid[1] == 1 else None
         self.single_pass = config.single_pass and self.one_pass is None
+        self.launchers = {}  # one-pass direct launchers by device and pointer alignment
         if self.single_pass and config.seg_len != config.BLOCK_T:
             raise ValueError("a single-pass split takes one tile per program (seg_len == BLOCK_T)")
 
@@ -339,7 +340,8 @@ class Launch:
                 return self(pointers)
         kernel, grid, w, n = self.kernel, self.grid, self.num_warps, len(pointers) + 2
         if self.one_pass is not None:  # agg_ptr and status_ptr are never touched
-            D.run(kernel, grid, w, (*pointers, pointers[-1], pointers[-1], *self.one_pass), n)
+            D.run_bound(self.launchers, kernel, grid, w,
+                        (*pointers, pointers[-1], pointers[-1], *self.one_pass), n)
             return
         if self.single_pass:
             # [3, B, n_seg] aggregates and inclusive prefixes; a ticket counter, then a flag a
