@@ -202,13 +202,18 @@ def test_value_checks_still_run_after_a_hit(hits):
 
 def test_forced_tiles_bypass_plans(monkeypatch, hits):
     tiles = []
-    run = D.run
+    run, run_bound = D.run, D.run_bound
 
     def spy(kernel, grid, num_warps, values, n_tensors=None):
         tiles.append(values[-3:])  # BLOCK_B, BLOCK_T, PREFETCH
         run(kernel, grid, num_warps, values, n_tensors)
 
+    def spy_bound(cache, kernel, grid, num_warps, values, n_tensors):
+        tiles.append(values[-3:])  # a plan's cached launcher bypasses D.run on the GPU
+        run_bound(cache, kernel, grid, num_warps, values, n_tensors)
+
     monkeypatch.setattr(D, "run", spy)
+    monkeypatch.setattr(D, "run_bound", spy_bound)
     d = make_inputs(4, 40, device=DEVICE)
     want = _gae(d)
     _gae(d)

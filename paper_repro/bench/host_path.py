@@ -27,15 +27,15 @@ from paper_repro.kernels import _plan, retrace
 @contextlib.contextmanager
 def stubbed_launch(device: str):
     """Every op takes its Triton path and launches nothing."""
-    saved = D.run, L.use_triton, retrace._check_values
-    D.run = lambda *args, **kwargs: None
+    saved = D.run, D.run_bound, L.use_triton, retrace._check_values
+    D.run = D.run_bound = lambda *args, **kwargs: None
     L.use_triton = lambda x: True
     if device == "cpu":  # Retrace reads values only for CPU tensors: not the GPU's host path
         retrace._check_values = lambda *args: None
     try:
         yield
     finally:
-        D.run, L.use_triton, retrace._check_values = saved
+        D.run, D.run_bound, L.use_triton, retrace._check_values = saved
 
 
 @contextlib.contextmanager

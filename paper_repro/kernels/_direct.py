@@ -116,7 +116,7 @@ def run_bound(cache: dict, kernel, grid: tuple, num_warps: int, values: tuple, n
     plan's ``Launch``): ``cache`` keys the compiled launcher by device and the tensors' 16-byte
     alignment alone, skipping ``specialization``'s walk over every value."""
     if not ENABLED or _hooks_set():
-        kernel[grid](*values, num_warps=num_warps)
+        run(kernel, grid, num_warps, values, n_tensors)
         return
     device = torch.cuda.current_device()
     key = (device, *[t.data_ptr() & 15 == 0 for t in values[:n_tensors]])
