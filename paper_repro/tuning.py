@@ -247,6 +247,8 @@ def main(argv=None):
                    help="only time the shipped tiles with PREFETCH off and on")
     p.add_argument("--split-probe", nargs="*", choices=["gae", "prefix_sum"],
                    help="only time look-back and one-row tiles beside the shipped ones")
+    p.add_argument("--time-major-only", action="store_true",
+                   help="with --split-probe: only the [T, N] cases")
     p.add_argument("--shipped-report", action="store_true",
                    help="no GPU: the current heuristic against the recorded sweep")
     args = p.parse_args(argv)
@@ -262,7 +264,8 @@ def main(argv=None):
         write_prefetch_probe(out)
         return
     if args.split_probe is not None:
-        write_split_probe(out, tuple(args.split_probe) or ("gae", "prefix_sum"))
+        write_split_probe(out, tuple(args.split_probe) or ("gae", "prefix_sum"),
+                          args.time_major_only)
         return
     t0 = time.time()
     with open(out / "copy_bandwidth.csv", "w", newline="") as f:
