@@ -87,10 +87,11 @@ def _active(hook) -> bool:
 def run(kernel, grid: tuple, num_warps: int, values: tuple, n_tensors: int | None = None):
     """``kernel[grid](*values, num_warps=num_warps)``, directly when this specialization has
     been compiled before. ``values`` holds every kernel parameter, in order; when given, the
-    first ``n_tensors`` are the only tensors."""
+    first ``n_tensors`` are the only tensors. Returns the compiled launcher's cache entry
+    (None when the direct launch is off)."""
     if not ENABLED or _hooks_set():
         kernel[grid](*values, num_warps=num_warps)
-        return
+        return None
     device = torch.cuda.current_device()
     # id(): a JITFunction hashes its source digest on every call
     key = (id(kernel), device, num_warps, specialization(values, n_tensors))
@@ -103,11 +104,12 @@ def run(kernel, grid: tuple, num_warps: int, values: tuple, n_tensors: int | Non
         compiled = compiled.result() if hasattr(compiled, "result") else compiled
         if len(_CACHE) >= MAX_CACHED:  # one entry per shape: bound it for shape sweeps
             _CACHE.clear()
-        _CACHE[key] = (compiled.run, compiled.function, compiled.packed_metadata)
-        return
+        entry = _CACHE[key] = (compiled.run, compiled.function, compiled.packed_metadata)
+        return entry
     launcher, function, metadata = entry
     launcher(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
              _raw_stream(device), function, metadata, None, None, None, *values)
+    return entry
 
 
 
@@ -122,8 +124,7 @@ def run_bound(cache: dict, kernel, grid: tuple, num_warps: int, values: tuple, n
     key = (device, *[t.data_ptr() & 15 == 0 for t in values[:n_tensors]])
     entry = cache.get(key)
     if entry is None:
-        run(kernel, grid, num_warps, values, n_tensors)
-        entry = _CACHE.get((id(kernel), device, num_warps, specialization(values, n_tensors)))
+        entry = run(kernel, grid, num_warps, values, n_tensors)
         if entry is not None:
             cache[key] = entry
         return
