@@ -90,9 +90,9 @@ def test_time_split_across_programs(est, config, kernels):
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_look_back_across_windows(est, kernels, monkeypatch):
-    """Only the first tile publishes its inclusive prefix, so every look-back composes
-    aggregates across several windows (in-order execution never needs to): 700 tiles of 4
-    steps, time-major and fp64 too."""
+    """No tile publishes its inclusive prefix under the interpreter, so every look-back
+    composes aggregates back to the boundary, across up to three windows of 32 (in-order
+    execution never needs to): 76 tiles of 4 steps, time-major and fp64 too."""
     import triton.language as tl
 
     from paper_repro.kernels import affine_scan
@@ -101,10 +101,10 @@ def test_look_back_across_windows(est, kernels, monkeypatch):
         monkeypatch.setattr(affine_scan, "SHORTCUT", tl.constexpr(False))
     config = L.ScanConfig(BLOCK_B=2, BLOCK_T=4, num_warps=1, seg_len=4, single_pass=True)
     with kernels_on(kernels), L.force_config(config):
-        d = make_inputs(3, 2801, device=device_of(kernels))
+        d = make_inputs(3, 301, device=device_of(kernels))
         check(est, d, TOL[torch.float32])
         check(est, d, TOL[torch.float32], LAYOUTS[1])
-        d = make_inputs(2, 333, dtype=torch.float64, device=device_of(kernels))
+        d = make_inputs(2, 150, dtype=torch.float64, device=device_of(kernels))
         check(est, d, TOL[torch.float64])
 
 
