@@ -106,11 +106,14 @@ def run(kernel, grid: tuple, num_warps: int, values: tuple, n_tensors: int | Non
             _CACHE.clear()
         entry = _CACHE[key] = (compiled.run, compiled.function, compiled.packed_metadata)
         return entry
+    _launch(entry, grid, device, values)
+    return entry
+
+
+def _launch(entry, grid: tuple, device: int, values: tuple):
     launcher, function, metadata = entry
     launcher(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
              _raw_stream(device), function, metadata, None, None, None, *values)
-    return entry
-
 
 
 def run_bound(cache: dict, kernel, grid: tuple, num_warps: int, values: tuple, n_tensors: int):
@@ -128,6 +131,4 @@ def run_bound(cache: dict, kernel, grid: tuple, num_warps: int, values: tuple, n
         if entry is not None:
             cache[key] = entry
         return
-    launcher, function, metadata = entry
-    launcher(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
-             _raw_stream(device), function, metadata, None, None, None, *values)
+    _launch(entry, grid, device, values)
