@@ -205,6 +205,31 @@ def test_retrace_long_rows_b5(T, dev):
         assert_close("retrace", g, w, 1e-4)
 
 
+@pytest.mark.parametrize("A", [1, 3, 8, 9, 18])
+@pytest.mark.parametrize("textbook", [False, True])
+@pytest.mark.parametrize("time_major", [False, True])
+def test_retrace_any_number_of_actions(A, textbook, time_major, dev):
+    """Actions are read in blocks of up to 8: counts below, at and across a block's end."""
+    g = torch.Generator().manual_seed(A)
+    N, T = 3, 45
+    pi, npi = (torch.softmax(torch.randn(N, T, A, generator=g), -1) for _ in range(2))
+    nq = torch.randn(N, T, A, generator=g)
+    act = torch.randint(0, A, (N, T), generator=g)
+    r, q = torch.randn(N, T, generator=g), torch.randn(N, T, generator=g)
+    mu = torch.rand(N, T, generator=g) * 0.8 + 0.1
+    term = (torch.rand(N, T, generator=g) < 0.1).float()
+    trunc = (torch.rand(N, T, generator=g) < 0.1).float() * (1 - term)
+    args = [pi, mu, q, nq, act, r, term, trunc, 0.99, 0.9, 0.8, 1.2]
+    kw = {"next_action_probs_target": npi} if textbook else {}
+    want = ref.compute_retrace(*args, **kw)
+    move = (lambda x: x.transpose(0, 1).contiguous().to(dev)) if time_major else \
+        (lambda x: x.to(dev))
+    got = P.compute_retrace(*[move(x) if torch.is_tensor(x) else x for x in args],
+                            **{k: move(v) for k, v in kw.items()}, time_dim=0 if time_major else -1)
+    for y, w in zip(got, want):
+        assert_close("retrace", y.transpose(0, 1) if time_major else y, w, TOL[torch.float32])
+
+
 # ------------------------------------------------------------------ SPEC 1.4 / 1.5 returns
 
 def test_lambda_returns_known_values(dev):

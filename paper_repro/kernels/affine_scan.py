@@ -138,9 +138,15 @@ def raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.constexpr):
 
 
 @triton.jit
-def column(x, col, BLOCK_T: tl.constexpr):
-    cols = tl.arange(0, BLOCK_T)
-    return tl.sum(tl.where(cols[None, :] == col, x, 0.0), axis=1)
+def _add_pairs(a_l, b_l, a_r, b_r):
+    return a_l + a_r, b_l + b_r
+
+
+@triton.jit
+def columns(a, b, col, BLOCK_T: tl.constexpr):
+    """Column ``col`` of two [BLOCK_B, BLOCK_T] tiles, in one reduction (one block barrier)."""
+    pick = (tl.arange(0, BLOCK_T) == col)[None, :]
+    return tl.reduce((tl.where(pick, a, 0.0), tl.where(pick, b, 0.0)), 1, _add_pairs)
 
 
 @triton.jit
@@ -154,12 +160,13 @@ def scan_tile(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
         edge = 0
     else:
         edge = BLOCK_T - 1
-    b_edge = column(b, edge, BLOCK_T)
+    a_edge, b_edge = columns(a, b, edge, BLOCK_T)
     if PHASE == 3:
         carry = look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
-                          column(a, edge, BLOCK_T), b_edge, carry, REVERSE)
-    out = a + b * carry[:, None]
-    return out, column(out, edge, BLOCK_T), b_edge, carry
+                          a_edge, b_edge, carry, REVERSE)
+    # The outgoing carry from the tile's aggregate, not a column of ``out``: the reductions do
+    # not wait for the carry, so only one multiply-add per tile is on the loop's serial path.
+    return a + b * carry[:, None], a_edge + b_edge * carry, b_edge, carry
 
 
 @triton.jit
