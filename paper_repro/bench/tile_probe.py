@@ -1,0 +1,163 @@
+"""Tile probe: every estimator at the roofline shapes under the shipped tiles and candidate
+tiles, fp32 and bf16 batch-major and fp32 time-major, so the heuristic is chosen per estimator
+from data (``data/h200/tile_probe.csv``).
+
+    python -m paper_repro.bench.tile_probe --out DIR [--part I/K] [--warm-only] [--list]
+
+``--part I/K`` takes every K-th (case, tile) pair from the I-th, so several processes (one a
+GPU) share a sweep; ``--warm-only`` compiles without timing, filling Triton's cache in
+parallel before the timed processes run. Each row also records the largest difference from
+the shipped tiles' answer (a race or a bad tile shows there).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+from paper_repro.bench.inputs import ALGORITHMS
+from paper_repro.bench.suites import ROOFLINE
+from paper_repro.kernels import _launch as L
+
+VARIANTS = (("fp32", "NT", "float"), ("bf16", "NT", "bool"), ("fp32", "TN", "float"))
+WIDE = ("vtrace", "retrace")
+COLUMNS = ["algorithm", "num_envs", "seq_len", "dtype", "layout", "shipped", "BLOCK_B",
+           "BLOCK_T", "num_warps", "seg_len", "single_pass", "device_us", "bytes",
+           "max_abs_diff"]
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _per_thread(c) -> float:
+    return c.BLOCK_B * c.BLOCK_T / (32 * c.num_warps)
+
+
+def batch_major_candidates(N: int, T: int) -> list:
+    """[N, T] tiles: fat short tiles, whole rows a program, multi-tile rows, look-back."""
+    pt = _pow2(T)
+    if T >= 65536:
+        out = [L.ScanConfig(bb, bt, w, bt, True) for bb, bt, w in
+               [(1, 2048, 4), (1, 2048, 8), (1, 4096, 8), (1, 4096, 16), (1, 8192, 16),
+                (2, 2048, 8), (2, 4096, 16)]]
+        return out + [L.ScanConfig(1, 2048, 8, 16 * 2048), L.ScanConfig(1, 4096, 16, 8 * 4096)]
+    if T > 256:
+        out = [L.ScanConfig(1, pt, w, pt) for w in (4, 8, 16) if 8 <= pt // (32 * w) <= 32]
+        out += [L.ScanConfig(2, pt, 16, pt)] if pt <= 4096 else []
+        out += [L.ScanConfig(1, bt, w, pt) for bt, w in ((512, 2), (1024, 4), (2048, 4),
+                                                         (2048, 8)) if bt < pt]
+        return out
+    out = [L.ScanConfig(bb, pt, w, pt) for bb in (1, 2, 4, 8, 16, 32, 64, 128)
+           for w in (1, 2, 4, 8) if bb <= _pow2(N)]
+    return [c for c in out if 2 <= _per_thread(c) <= 32]
+
+
+def time_major_candidates(N: int, T: int) -> list:
+    """[T, N] tiles: short tiles as wide as a warp's rows (each thread scans its own envs),
+    one pass, two passes over segments, or look-back with short tiles."""
+    pt = _pow2(T)
+    if T >= 65536:  # one pass or many short segments would walk thousands of tiles serially
+        return [L.ScanConfig(bb, bt, w, bt, True) for bb, bt, w in
+                [(16, 32, 4), (32, 32, 4), (32, 16, 1), (16, 64, 2), (64, 32, 4), (16, 128, 4)]]
+    tiles = [(16, 32, 4), (32, 32, 4), (64, 16, 2), (64, 32, 4), (128, 4, 1), (128, 8, 1),
+             (256, 8, 2), (512, 4, 4), (32, 16, 1)]
+    out = []
+    for bb, bt, w in tiles:
+        bt = min(bt, pt)
+        if bb > max(16, _pow2(N)):
+            continue
+        chunks = -(-T // bt)
+        out.append(L.ScanConfig(bb, bt, w, chunks * bt))
+        if chunks >= 16:
+            out += [L.ScanConfig(bb, bt, w, seg * bt) for seg in (8, 32) if seg < chunks]
+            if bb <= 32:
+                out.append(L.ScanConfig(bb, bt, w, bt, True))
+    return out + ([L.ScanConfig(16, 128, 4, 128, True)] if T >= 16 * 128 else [])
+
+
+def cases(shapes=ROOFLINE):
+    """(algorithm, N, T, dtype, layout, flags, candidate tiles) of the sweep."""
+    out = []
+    for N, T in shapes:
+        for dtype, layout, flags in VARIANTS:
+            configs = (time_major_candidates(N, T) if layout == "TN"
+                       else batch_major_candidates(N, T))
+            for a in ALGORITHMS:
+                out.append((a, N, T, dtype, layout, flags, configs))
+    return out
+
+
+def items(sweep):
+    """Every (case, tile) pair, the shipped tile (None) first in each case."""
+    return [(c, cfg) for c in sweep for cfg in [None] + list(c[-1])]
+
+
+def run(out: Path, part=(0, 1), warm_only=False):
+    import torch
+
+    from paper_repro.bench.inputs import make_case
+    from paper_repro.bench.providers import _ours
+    from paper_repro.bench.roofline import min_bytes
+    from paper_repro.tuning import device_time_us
+
+    sweep = items(cases())
+    mine = sweep[part[0]::part[1]]
+    path = out / f"tile_probe.part{part[0]}.csv"
+    writer = None
+    if not warm_only:
+        f = open(path, "w", newline="")
+        writer = csv.writer(f)
+        writer.writerow(COLUMNS)
+    sms = L.num_sms(torch.device("cuda"))
+    made = {}
+    for (a, N, T, dtype, layout, flags, _), cfg in mine:
+        key = (a, N, T, dtype, layout)
+        if key not in made:
+            case = make_case(a, N, T, "plain", dtype, layout, flags, device="cuda")
+            prep = _ours(case)
+            want = [y.double() for y in prep.outputs(prep.call())]
+            made = {key: (case, prep, want)}  # one case's tensors alive at a time
+        case, prep, want = made[key]
+        shipped = L.choose_config(N, T, layout == "TN", sms, a in WIDE)
+        tile = shipped if cfg is None else cfg
+        if cfg is not None and cfg == shipped:
+            continue
+        try:
+            with L.force_config(tile):
+                got = prep.outputs(prep.call())
+                if warm_only:
+                    continue
+                diff = f"{max((g.double() - w).abs().max().item() for g, w in zip(got, want)):.3g}"
+                us = round(device_time_us(prep.call), 3)
+        except Exception as e:  # a tile that does not compile or launch is a result too
+            diff, us = f"error: {type(e).__name__}", ""
+            if warm_only:
+                continue
+        writer.writerow([a, N, T, dtype, layout, int(cfg is None), tile.BLOCK_B, tile.BLOCK_T,
+                         tile.num_warps, tile.seg_len, int(tile.single_pass), us,
+                         min_bytes(case), diff])
+        f.flush()
+    print(f"part {part}: {len(mine)} pairs done", file=sys.stderr)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--out", default="data/h200")
+    p.add_argument("--part", default="0/1", help="I/K: this process's share of the sweep")
+    p.add_argument("--warm-only", action="store_true", help="compile, do not time")
+    p.add_argument("--list", action="store_true", help="print the sweep's size (no GPU)")
+    args = p.parse_args(argv)
+    if args.list:
+        sweep = cases()
+        print(f"{len(sweep)} cases, {len(items(sweep))} (case, tile) pairs")
+        return
+    i, k = (int(x) for x in args.part.split("/"))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    run(out, (i, k), args.warm_only)
+
+
+if __name__ == "__main__":
+    main()
