@@ -68,8 +68,12 @@ SPLITS = [L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=32),
           L.ScanConfig(BLOCK_B=4, BLOCK_T=8, num_warps=1, seg_len=8),
           L.ScanConfig(BLOCK_B=1, BLOCK_T=32, num_warps=1, seg_len=64),
           L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=16, single_pass=True),
-          L.ScanConfig(BLOCK_B=1, BLOCK_T=8, num_warps=1, seg_len=8, single_pass=True)]
-SPLIT_IDS = ["seg32", "seg8", "seg64", "lookback16", "lookback8"]
+          L.ScanConfig(BLOCK_B=1, BLOCK_T=8, num_warps=1, seg_len=8, single_pass=True),
+          L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=32, flip=True),
+          L.ScanConfig(BLOCK_B=2, BLOCK_T=8, num_warps=1, seg_len=8, single_pass=True, flip=True),
+          L.ScanConfig(BLOCK_B=4, BLOCK_T=32, num_warps=1, seg_len=1 << 20, flip=True)]
+SPLIT_IDS = ["seg32", "seg8", "seg64", "lookback16", "lookback8", "seg32-flip", "lookback8-flip",
+             "one-flip"]
 
 
 def kernels_on(kernels):
@@ -85,6 +89,16 @@ def test_time_split_across_programs(est, config, kernels):
     d = make_inputs(5, 203, device=device_of(kernels))
     with kernels_on(kernels), L.force_config(config):
         check(est, d, TOL[torch.float32])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=[x.name for x in LAYOUTS])
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_flipped_tiles_every_layout(est, layout, kernels):
+    """Backward scans over tiles held latest step first, in two passes, on every layout."""
+    d = make_inputs(6, 37, device=device_of(kernels))
+    with kernels_on(kernels), L.force_config(L.ScanConfig(4, 8, 1, 16, flip=True)):
+        check(est, d, TOL[torch.float32], layout)
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)

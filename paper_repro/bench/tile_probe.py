@@ -12,8 +12,10 @@ the shipped tiles' answer (a race or a bad tile shows there).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from paper_repro.bench.inputs import ALGORITHMS
@@ -23,7 +25,7 @@ from paper_repro.kernels import _launch as L
 VARIANTS = (("fp32", "NT", "float"), ("bf16", "NT", "bool"), ("fp32", "TN", "float"))
 WIDE = ("vtrace", "retrace")
 COLUMNS = ["algorithm", "num_envs", "seq_len", "dtype", "layout", "shipped", "BLOCK_B",
-           "BLOCK_T", "num_warps", "seg_len", "single_pass", "device_us", "bytes",
+           "BLOCK_T", "num_warps", "seg_len", "single_pass", "flip", "device_us", "bytes",
            "max_abs_diff"]
 
 
@@ -35,46 +37,60 @@ def _per_thread(c) -> float:
     return c.BLOCK_B * c.BLOCK_T / (32 * c.num_warps)
 
 
-def batch_major_candidates(N: int, T: int) -> list:
-    """[N, T] tiles: fat short tiles, whole rows a program, multi-tile rows, look-back."""
+def _flipped(configs) -> list:
+    return [replace(c, flip=True) for c in configs]
+
+
+def batch_major_candidates(N: int, T: int, wide: bool) -> list:
+    """[N, T] tiles: fat short tiles, whole rows a program, multi-tile rows, look-back; one-warp
+    tiles for the wide estimators (their many layout changes each cost a block barrier); tiles
+    held latest step first where each thread holds few steps."""
     pt = _pow2(T)
     if T >= 65536:
         out = [L.ScanConfig(bb, bt, w, bt, True) for bb, bt, w in
-               [(1, 2048, 4), (1, 2048, 8), (1, 4096, 8), (1, 4096, 16), (1, 8192, 16),
-                (2, 2048, 8), (2, 4096, 16)]]
-        return out + [L.ScanConfig(1, 2048, 8, 16 * 2048), L.ScanConfig(1, 4096, 16, 8 * 4096)]
+               [(1, 1024, 4), (1, 2048, 4), (1, 2048, 8), (1, 4096, 8), (1, 4096, 16),
+                (1, 8192, 16), (2, 2048, 8)]]
+        out += [L.ScanConfig(1, 2048, 8, 16 * 2048), L.ScanConfig(1, 4096, 16, 8 * 4096)]
+        if wide:
+            out += [L.ScanConfig(1, bt, w, bt, True) for bt, w in ((256, 1), (512, 1), (512, 2))]
+        return out + _flipped([L.ScanConfig(1, 1024, 4, 1024, True),
+                               L.ScanConfig(1, 2048, 4, 2048, True)])
     if T > 256:
         out = [L.ScanConfig(1, pt, w, pt) for w in (4, 8, 16) if 8 <= pt // (32 * w) <= 32]
         out += [L.ScanConfig(2, pt, 16, pt)] if pt <= 4096 else []
         out += [L.ScanConfig(1, bt, w, pt) for bt, w in ((512, 2), (1024, 4), (2048, 4),
                                                          (2048, 8)) if bt < pt]
-        return out
+        if wide:
+            out += [L.ScanConfig(1, bt, 1, pt) for bt in (128, 256, 512)]
+        return out + _flipped([L.ScanConfig(1, 512, 2, pt), L.ScanConfig(1, 256, 1, pt)])
     out = [L.ScanConfig(bb, pt, w, pt) for bb in (1, 2, 4, 8, 16, 32, 64, 128)
            for w in (1, 2, 4, 8) if bb <= _pow2(N)]
-    return [c for c in out if 2 <= _per_thread(c) <= 32]
+    out = [c for c in out if 2 <= _per_thread(c) <= 32]
+    return out + _flipped([c for c in out if _per_thread(c) <= 4])
 
 
 def time_major_candidates(N: int, T: int) -> list:
     """[T, N] tiles: short tiles as wide as a warp's rows (each thread scans its own envs),
-    one pass, two passes over segments, or look-back with short tiles."""
+    one pass, two passes over segments, or look-back with short tiles; each also held latest
+    step first (time is not the vectorised axis here, so flipping costs nothing)."""
     pt = _pow2(T)
     if T >= 65536:  # one pass or many short segments would walk thousands of tiles serially
-        return [L.ScanConfig(bb, bt, w, bt, True) for bb, bt, w in
-                [(16, 32, 4), (32, 32, 4), (32, 16, 1), (16, 64, 2), (64, 32, 4), (16, 128, 4)]]
-    tiles = [(16, 32, 4), (32, 32, 4), (64, 16, 2), (64, 32, 4), (128, 4, 1), (128, 8, 1),
-             (256, 8, 2), (512, 4, 4), (32, 16, 1)]
+        out = [L.ScanConfig(bb, bt, w, bt, True) for bb, bt, w in
+               [(16, 32, 4), (32, 32, 4), (32, 16, 1), (16, 64, 2), (64, 32, 4), (16, 128, 4)]]
+        return out + _flipped(out)
     out = []
-    for bb, bt, w in tiles:
+    for bb, bt, w in [(16, 32, 4), (32, 32, 4), (64, 16, 2), (128, 8, 1), (32, 16, 1)]:
         bt = min(bt, pt)
         if bb > max(16, _pow2(N)):
             continue
         chunks = -(-T // bt)
         out.append(L.ScanConfig(bb, bt, w, chunks * bt))
         if chunks >= 16:
-            out += [L.ScanConfig(bb, bt, w, seg * bt) for seg in (8, 32) if seg < chunks]
+            out.append(L.ScanConfig(bb, bt, w, 8 * bt))
             if bb <= 32:
                 out.append(L.ScanConfig(bb, bt, w, bt, True))
-    return out + ([L.ScanConfig(16, 128, 4, 128, True)] if T >= 16 * 128 else [])
+    out += [L.ScanConfig(16, 128, 4, 128, True)] if T >= 16 * 128 else []
+    return out + _flipped(out)
 
 
 def cases(shapes=ROOFLINE):
@@ -82,9 +98,9 @@ def cases(shapes=ROOFLINE):
     out = []
     for N, T in shapes:
         for dtype, layout, flags in VARIANTS:
-            configs = (time_major_candidates(N, T) if layout == "TN"
-                       else batch_major_candidates(N, T))
             for a in ALGORITHMS:
+                configs = (time_major_candidates(N, T) if layout == "TN"
+                           else batch_major_candidates(N, T, a in WIDE))
                 out.append((a, N, T, dtype, layout, flags, configs))
     return out
 
@@ -94,7 +110,22 @@ def items(sweep):
     return [(c, cfg) for c in sweep for cfg in [None] + list(c[-1])]
 
 
-def run(out: Path, part=(0, 1), warm_only=False):
+def run(out: Path, part=(0, 1), warm_only=False, only=None):
+    """This process's share of the sweep, into ``tile_probe.partI.csv`` unless warming;
+    ``only(case, tile)`` narrows it (the shipped tile always stays)."""
+    sweep = [(c, cfg) for c, cfg in items(cases()) if cfg is None or only is None or only(c, cfg)]
+    mine = sweep[part[0]::part[1]]
+    path = out / f"tile_probe.part{part[0]}.csv"
+    with (contextlib.nullcontext() if warm_only else open(path, "w", newline="")) as f:
+        writer = None if warm_only else csv.writer(f)
+        if writer:
+            writer.writerow(COLUMNS)
+        _sweep(mine, writer, f)
+    print(f"part {part}: {len(mine)} pairs done", file=sys.stderr)
+
+
+def _sweep(pairs, writer, f):
+    """Time each (case, tile) pair (compile only when ``writer`` is None)."""
     import torch
 
     from paper_repro.bench.inputs import make_case
@@ -102,17 +133,10 @@ def run(out: Path, part=(0, 1), warm_only=False):
     from paper_repro.bench.roofline import min_bytes
     from paper_repro.tuning import device_time_us
 
-    sweep = items(cases())
-    mine = sweep[part[0]::part[1]]
-    path = out / f"tile_probe.part{part[0]}.csv"
-    writer = None
-    if not warm_only:
-        f = open(path, "w", newline="")
-        writer = csv.writer(f)
-        writer.writerow(COLUMNS)
+    warm_only = writer is None
     sms = L.num_sms(torch.device("cuda"))
     made = {}
-    for (a, N, T, dtype, layout, flags, _), cfg in mine:
+    for (a, N, T, dtype, layout, flags, _), cfg in pairs:
         key = (a, N, T, dtype, layout)
         if key not in made:
             case = make_case(a, N, T, "plain", dtype, layout, flags, device="cuda")
@@ -121,9 +145,9 @@ def run(out: Path, part=(0, 1), warm_only=False):
             made = {key: (case, prep, want)}  # one case's tensors alive at a time
         case, prep, want = made[key]
         shipped = L.choose_config(N, T, layout == "TN", sms, a in WIDE)
-        tile = shipped if cfg is None else cfg
         if cfg is not None and cfg == shipped:
             continue
+        tile = shipped if cfg is None else cfg
         try:
             with L.force_config(tile):
                 got = prep.outputs(prep.call())
@@ -132,15 +156,13 @@ def run(out: Path, part=(0, 1), warm_only=False):
                 diff = f"{max((g.double() - w).abs().max().item() for g, w in zip(got, want)):.3g}"
                 us = round(device_time_us(prep.call), 3)
         except Exception as e:  # a tile that does not compile or launch is a result too
-            diff, us = f"error: {type(e).__name__}", ""
             if warm_only:
                 continue
+            diff, us = f"error: {type(e).__name__}", ""
         writer.writerow([a, N, T, dtype, layout, int(cfg is None), tile.BLOCK_B, tile.BLOCK_T,
-                         tile.num_warps, tile.seg_len, int(tile.single_pass), us,
+                         tile.num_warps, tile.seg_len, int(tile.single_pass), int(tile.flip), us,
                          min_bytes(case), diff])
         f.flush()
-    print(f"part {part}: {len(mine)} pairs done", file=sys.stderr)
-
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
@@ -148,6 +170,8 @@ def main(argv=None):
     p.add_argument("--part", default="0/1", help="I/K: this process's share of the sweep")
     p.add_argument("--warm-only", action="store_true", help="compile, do not time")
     p.add_argument("--list", action="store_true", help="print the sweep's size (no GPU)")
+    p.add_argument("--flipped-and-one-warp", action="store_true",
+                   help="only flipped tiles and the wide estimators' one-warp tiles")
     args = p.parse_args(argv)
     if args.list:
         sweep = cases()
@@ -156,7 +180,11 @@ def main(argv=None):
     i, k = (int(x) for x in args.part.split("/"))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    run(out, (i, k), args.warm_only)
+    run(out, (i, k), args.warm_only, _flipped_or_one_warp if args.flipped_and_one_warp else None)
+
+
+def _flipped_or_one_warp(case, cfg):
+    return cfg.flip or (case[0] in WIDE and cfg.num_warps == 1)
 
 
 if __name__ == "__main__":

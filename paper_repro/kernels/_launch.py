@@ -213,6 +213,7 @@ class ScanConfig:
     num_warps: int
     seg_len: int  # time steps per program along time (== padded T when not split)
     single_pass: bool = False  # split time by look-back (seg_len == BLOCK_T), not two passes
+    flip: bool = False  # backward scans: tiles hold the latest step first (see chunk_times)
 
     def grid(self, B: int, T: int):
         return (triton_cdiv(B, self.BLOCK_B), triton_cdiv(T, self.seg_len))

@@ -82,29 +82,33 @@ def segment_chunks(pid_s, T, seg_len, BLOCK_T: tl.constexpr):
 
 
 @triton.jit
-def chunk_times(i, t_begin, n_chunks, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr):
+def chunk_times(i, t_begin, n_chunks, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr,
+                FLIP: tl.constexpr):
+    """Times of the i-th tile's columns. FLIP (backward scans): latest step first, so a forward
+    scan along the columns runs backward in time; Triton's reverse scan reverses lanes and
+    warps around a forward one, but flipped loads cannot be vectorised along time."""
     if REVERSE:
-        start = t_begin + (n_chunks - 1 - i) * BLOCK_T
-    else:
-        start = t_begin + i * BLOCK_T
-    return start + tl.arange(0, BLOCK_T)
+        if FLIP:
+            return t_begin + (n_chunks - i) * BLOCK_T - 1 - tl.arange(0, BLOCK_T)
+        return t_begin + (n_chunks - 1 - i) * BLOCK_T + tl.arange(0, BLOCK_T)
+    return t_begin + i * BLOCK_T + tl.arange(0, BLOCK_T)
 
 
 @triton.jit
 def tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                 BLOCK_T: tl.constexpr, REVERSE: tl.constexpr):
+                 BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, FLIP: tl.constexpr):
     """The i-th tile of this program's segment: times, mask and offsets [BLOCK_B, BLOCK_T]."""
-    t = chunk_times(i, t_begin, n_chunks, BLOCK_T, REVERSE)
+    t = chunk_times(i, t_begin, n_chunks, BLOCK_T, REVERSE, FLIP)
     mask = row_mask[:, None] & (t < T)[None, :]
     return t, mask, rows[:, None] * stride_b + t[None, :] * stride_t
 
 
 @triton.jit
 def next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T, stride_b, stride_t,
-              BLOCK_T: tl.constexpr, REVERSE: tl.constexpr):
+              BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, FLIP: tl.constexpr):
     """The (i+1)-th tile, masked off once past this program's segment (nothing is read)."""
     t, mask, offs = tile_offsets(i + 1, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                 BLOCK_T, REVERSE)
+                                 BLOCK_T, REVERSE, FLIP)
     inside = (t >= t_begin) & (t < t_begin + seg_len)
     return t, mask & inside[None, :], offs
 
@@ -151,12 +155,14 @@ def columns(a, b, col, BLOCK_T: tl.constexpr):
 
 @triton.jit
 def scan_tile(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
-              PHASE: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr):
+              PHASE: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr,
+              FLIP: tl.constexpr):
     """Scan a [BLOCK_B, BLOCK_T] tile entered with ``carry`` (PHASE 3: the carry is found by
     look-back, and ``carry`` is the boundary value). Returns (out, outgoing carry, the tile's
     beta product, incoming carry)."""
-    a, b = tl.associative_scan((alpha, beta), 1, combine, reverse=REVERSE)
-    if REVERSE:
+    backward = REVERSE and not FLIP
+    a, b = tl.associative_scan((alpha, beta), 1, combine, reverse=backward)
+    if backward:
         edge = 0
     else:
         edge = BLOCK_T - 1
@@ -234,12 +240,16 @@ def look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, agg_
 
 
 @triton.jit
-def next_in_time(out, carry_in, BLOCK_T: tl.constexpr):
-    """``out`` shifted one step later in time (backward scans); the last column is ``carry_in``."""
+def next_in_time(out, carry_in, BLOCK_T: tl.constexpr, FLIP: tl.constexpr):
+    """``out`` shifted one step later in time (backward scans); the latest step of the tile
+    takes ``carry_in``."""
     cols = tl.arange(0, BLOCK_T)
-    idx = tl.broadcast_to(tl.minimum(cols + 1, BLOCK_T - 1)[None, :], out.shape)
-    shifted = tl.gather(out, idx, 1)
-    return tl.where(cols[None, :] == BLOCK_T - 1, carry_in[:, None], shifted)
+    if FLIP:  # columns run latest step first
+        later, latest = tl.maximum(cols - 1, 0), 0
+    else:
+        later, latest = tl.minimum(cols + 1, BLOCK_T - 1), BLOCK_T - 1
+    shifted = tl.gather(out, tl.broadcast_to(later[None, :], out.shape), 1)
+    return tl.where(cols[None, :] == latest, carry_in[:, None], shifted)
 
 
 @triton.jit
@@ -278,7 +288,7 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
                        B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                        HAS_INIT: tl.constexpr, REVERSE: tl.constexpr, ACC: tl.constexpr,
                        PHASE: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr,
-                       PREFETCH: tl.constexpr):
+                       PREFETCH: tl.constexpr, FLIP: tl.constexpr):
     pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, REVERSE, BLOCK_B)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
     t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
@@ -288,20 +298,20 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, REVERSE)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                 BLOCK_T, REVERSE)
+                                 BLOCK_T, REVERSE, FLIP)
     alpha = tl.load(alpha_ptr + offs, mask=mask, other=0.0)
     beta = tl.load(beta_ptr + offs, mask=mask, other=1.0)
     for i in range(n_chunks):
         t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                     BLOCK_T, REVERSE)
+                                     BLOCK_T, REVERSE, FLIP)
         t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                        stride_b, stride_t, BLOCK_T, REVERSE)
+                                        stride_b, stride_t, BLOCK_T, REVERSE, FLIP)
         if PREFETCH:
             alpha_n = tl.load(alpha_ptr + offs_n, mask=mask_n, other=0.0)
             beta_n = tl.load(beta_ptr + offs_n, mask=mask_n, other=1.0)
         out, carry, b_edge, _ = scan_tile(
             alpha.to(ACC), beta.to(ACC), carry, agg_ptr, status_ptr, rows, row_mask, pid_b,
-            pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE)
+            pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP)
         agg_b = agg_b * b_edge
         if PHASE != 1:
             store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
@@ -321,7 +331,7 @@ class Launch:
 
     Engine kernels take, in order: ``pointers`` (inputs, then outputs), ``agg_ptr, status_ptr,
     B, T, n_seg, seg_len``, ``ints`` (strides, ...), ``scalars`` (float32 hi/lo pairs),
-    ``flags`` (constexprs), ``ACC, PHASE, BLOCK_B, BLOCK_T, PREFETCH``. Positional, so no
+    ``flags`` (constexprs), ``ACC, PHASE, BLOCK_B, BLOCK_T, PREFETCH, FLIP``. Positional, so no
     per-call dicts."""
 
     __slots__ = ("kernel", "grid", "num_warps", "B", "acc", "device", "cuda_index", "middle",
@@ -334,7 +344,7 @@ class Launch:
         self.cuda_index = device.index if device.type == "cuda" else None
         self.grid = config.grid(B, T)
         self.middle = (B, T, self.grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
-        self.tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config))
+        self.tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config), config.flip)
         self.one_pass = (*self.middle, 0, *self.tile) if self.grid[1] == 1 else None
         self.single_pass = config.single_pass and self.one_pass is None
         self.launchers = {}  # one-pass direct launchers by device and pointer alignment

@@ -49,7 +49,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
                            PREVIOUS_DONE: tl.constexpr, HAS_SEED: tl.constexpr,
                            ACC: tl.constexpr, PHASE: tl.constexpr,
                            BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr,
-                           PREFETCH: tl.constexpr):
+                           PREFETCH: tl.constexpr, FLIP: tl.constexpr):
     k = tl.cast(decay, ACC) + tl.cast(decay_lo, ACC)
     pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, False, BLOCK_B)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
@@ -60,13 +60,13 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, False)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                 BLOCK_T, False)
+                                 BLOCK_T, False, FLIP)
     x, d = decayed_inputs(x_ptr, done_ptr, offs, mask, t, stride_t, PREVIOUS_DONE)
     for i in range(n_chunks):
         t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                     BLOCK_T, False)
+                                     BLOCK_T, False, FLIP)
         t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                        stride_b, stride_t, BLOCK_T, False)
+                                        stride_b, stride_t, BLOCK_T, False, FLIP)
         if PREFETCH:
             x_n, d_n = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, stride_t,
                                       PREVIOUS_DONE)
@@ -74,7 +74,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
         beta = tl.where(mask, k * (1.0 - d.to(ACC)), 1.0)
         out, carry, b_edge, _ = scan_tile(
             alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-            n_seg, PHASE, BLOCK_T, False)
+            n_seg, PHASE, BLOCK_T, False, FLIP)
         agg_b = agg_b * b_edge
         if PHASE != 1:
             store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)

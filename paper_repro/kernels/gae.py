@@ -61,7 +61,8 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
                    gamma, gamma_lo, lam, lam_lo,
                    HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr, HAS_LAST: tl.constexpr,
                    ACC: tl.constexpr, PHASE: tl.constexpr,
-                   BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr):
+                   BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr,
+                   FLIP: tl.constexpr):
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     gl = g * (tl.cast(lam, ACC) + tl.cast(lam_lo, ACC))
     pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, True, BLOCK_B)
@@ -74,14 +75,14 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
     if HAS_LAST:
         last = tl.load(last_ptr + rows, mask=row_mask, other=0.0).to(ACC)
     t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                 BLOCK_T, True)
+                                 BLOCK_T, True, FLIP)
     r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
                                             T, stride_t, HAS_TRUNC)
     for i in range(n_chunks):
         t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                     BLOCK_T, True)
+                                     BLOCK_T, True, FLIP)
         t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                        stride_b, stride_t, BLOCK_T, True)
+                                        stride_b, stride_t, BLOCK_T, True, FLIP)
         if PREFETCH:
             r_n, v_n, v_next_n, term_n, trunc_n = step_inputs(
                 r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, T, stride_t, HAS_TRUNC)
@@ -92,7 +93,7 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
         beta = tl.where(mask, gl * (1.0 - tl.minimum(done + cut, 1.0)), 1.0)
         out, carry, b_edge, _ = scan_tile(
             alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-            n_seg, PHASE, BLOCK_T, True)
+            n_seg, PHASE, BLOCK_T, True, FLIP)
         agg_b = agg_b * b_edge
         if PHASE != 1:
             store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)

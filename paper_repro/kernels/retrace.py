@@ -51,7 +51,8 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
                        gamma, gamma_lo, lam, lam_lo, c_bar, c_bar_lo, rho_bar, rho_bar_lo,
                        HAS_NEXT_PI: tl.constexpr, HAS_TRUNC: tl.constexpr,
                        A_BLOCK: tl.constexpr, ACC: tl.constexpr, PHASE: tl.constexpr,
-                       BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr):
+                       BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr,
+                       FLIP: tl.constexpr):
     # PREFETCH is ignored: the per-action gathers depend on the loaded actions.
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     lam_ = tl.cast(lam, ACC) + tl.cast(lam_lo, ACC)
@@ -65,7 +66,7 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for i in range(n_chunks):
         t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                     BLOCK_T, True)
+                                     BLOCK_T, True, FLIP)
         next_mask = mask & (t + 1 < T)[None, :]
         offs3 = rows[:, None] * stride3_b + t[None, :] * stride3_t
         expect = tl.zeros([BLOCK_B, BLOCK_T], ACC)
@@ -92,12 +93,12 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
         beta = tl.where(mask, g * c_next * (1.0 - tl.minimum(term + trunc, 1.0)), 1.0)
         delta, carry, b_edge, carry_in = scan_tile(
             alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-            n_seg, PHASE, BLOCK_T, True)
+            n_seg, PHASE, BLOCK_T, True, FLIP)
         agg_b = agg_b * b_edge
         if PHASE != 1:
             # Q_ret_{t+1} (0 at T-1; across a truncation it is the next episode's, as the paper).
             q_next = tl.load(q_ptr + offs + stride_t, mask=next_mask, other=0.0).to(ACC)
-            q_ret_next = next_in_time(delta, carry_in, BLOCK_T) + q_next
+            q_ret_next = next_in_time(delta, carry_in, BLOCK_T, FLIP) + q_next
             adv = tl.minimum(ratio, rho_max) * (r + discount * q_ret_next - q)
             store_tile(out_ptr, (delta + q), rows, t, mask, out_stride_b, out_stride_t)
             store_tile(adv_ptr, adv, rows, t, mask, out_stride_b, out_stride_t)

@@ -49,7 +49,8 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                       gamma, gamma_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo,
                       HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr, HAS_LAST: tl.constexpr,
                       ACC: tl.constexpr, PHASE: tl.constexpr,
-                      BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr):
+                      BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr,
+                      FLIP: tl.constexpr):
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     rho_max = tl.cast(rho_bar, ACC) + tl.cast(rho_bar_lo, ACC)
     c_max = tl.cast(c_bar, ACC) + tl.cast(c_bar_lo, ACC)
@@ -63,14 +64,14 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
     if HAS_LAST:
         last = tl.load(last_ptr + rows, mask=row_mask, other=0.0).to(ACC)
     t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                 BLOCK_T, True)
+                                 BLOCK_T, True, FLIP)
     lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
         lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, T, stride_t, HAS_TRUNC)
     for i in range(n_chunks):
         t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                     BLOCK_T, True)
+                                     BLOCK_T, True, FLIP)
         t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                        stride_b, stride_t, BLOCK_T, True)
+                                        stride_b, stride_t, BLOCK_T, True, FLIP)
         if PREFETCH:
             lpt_n, lpb_n, r_n, v_n, v_next_n, term_n, trunc_n = vtrace_inputs(
                 lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, T,
@@ -88,12 +89,12 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                         1.0)
         delta, carry, b_edge, carry_in = scan_tile(
             alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-            n_seg, PHASE, BLOCK_T, True)
+            n_seg, PHASE, BLOCK_T, True, FLIP)
         agg_b = agg_b * b_edge
         if PHASE != 1:
             # Next target: (1 - trunc) vs_{t+1} + trunc b_t inside the window, nu at T-1.
             delta_next = tl.where(is_last, 0.0, (1.0 - cut) * next_in_time(delta, carry_in,
-                                                                           BLOCK_T))
+                                                                           BLOCK_T, FLIP))
             adv = alpha + rho * discount * delta_next
             store_tile(out_ptr, (delta + v_t), rows, t, mask, out_stride_b, out_stride_t)
             store_tile(adv_ptr, adv, rows, t, mask, out_stride_b, out_stride_t)
