@@ -205,11 +205,11 @@ def test_forced_tiles_bypass_plans(monkeypatch, hits):
     run, run_bound = D.run, D.run_bound
 
     def spy(kernel, grid, num_warps, values, n_tensors=None):
-        tiles.append(values[-3:])  # BLOCK_B, BLOCK_T, PREFETCH
+        tiles.append(values[-4:-1])  # BLOCK_B, BLOCK_T, PREFETCH (then FLIP)
         run(kernel, grid, num_warps, values, n_tensors)
 
     def spy_bound(cache, kernel, grid, num_warps, values, n_tensors):
-        tiles.append(values[-3:])  # a plan's cached launcher bypasses D.run on the GPU
+        tiles.append(values[-4:-1])  # a plan's cached launcher bypasses D.run on the GPU
         run_bound(cache, kernel, grid, num_warps, values, n_tensors)
 
     monkeypatch.setattr(D, "run", spy)

@@ -154,19 +154,33 @@ def columns(a, b, col, BLOCK_T: tl.constexpr):
 
 
 @triton.jit
+def scan_columns(alpha, beta, REVERSE: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Inclusive scan along the columns (Triton's reverse scan: from the last) and its final
+    column (the tile's aggregate)."""
+    a, b = tl.associative_scan((alpha, beta), 1, combine, reverse=REVERSE)
+    if REVERSE:
+        a_edge, b_edge = columns(a, b, 0, BLOCK_T)
+    else:
+        a_edge, b_edge = columns(a, b, BLOCK_T - 1, BLOCK_T)
+    return a, b, a_edge, b_edge
+
+
+@triton.jit
 def scan_tile(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
               PHASE: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr,
               FLIP: tl.constexpr):
     """Scan a [BLOCK_B, BLOCK_T] tile entered with ``carry`` (PHASE 3: the carry is found by
     look-back, and ``carry`` is the boundary value). Returns (out, outgoing carry, the tile's
     beta product, incoming carry)."""
-    backward = REVERSE and not FLIP
-    a, b = tl.associative_scan((alpha, beta), 1, combine, reverse=backward)
-    if backward:
-        edge = 0
+    # Nested static branches: boolean operators on constexprs are not constexprs in every
+    # Triton version.
+    if REVERSE:
+        if FLIP:
+            a, b, a_edge, b_edge = scan_columns(alpha, beta, False, BLOCK_T)
+        else:
+            a, b, a_edge, b_edge = scan_columns(alpha, beta, True, BLOCK_T)
     else:
-        edge = BLOCK_T - 1
-    a_edge, b_edge = columns(a, b, edge, BLOCK_T)
+        a, b, a_edge, b_edge = scan_columns(alpha, beta, False, BLOCK_T)
     if PHASE == 3:
         carry = look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
                           a_edge, b_edge, carry, REVERSE)
