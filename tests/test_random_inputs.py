@@ -132,16 +132,17 @@ def test_single_pass_takes_one_tile_per_program(kernels):
 
 
 def _h200_tiles():
-    """Each tile the heuristic picks on a 132-SM GPU for the tuning shapes, with its layout
-    and whether it splits time (warps aside: the interpreter ignores them)."""
+    """Each tile the heuristic picks on a 132-SM GPU for the tuning shapes, with its layout,
+    whether it splits time and whether it is held latest step first (warps aside: the
+    interpreter ignores them)."""
     from paper_repro.tuning import SHAPES
 
     found = set()
-    for (N, T) in SHAPES + [(4096, 16), (32768, 64)]:
+    for (N, T) in SHAPES + [(4096, 16), (32768, 64), (4096, 32)]:
         for tm in (False, True):
-            for wide in (False, True):
-                c = L.choose_config(N, T, tm, 132, wide)
-                found.add((c.BLOCK_B, c.BLOCK_T, tm, c.seg_len < T, c.single_pass))
+            for wide, retrace in ((False, False), (True, False), (True, True)):
+                c = L.choose_config(N, T, tm, 132, wide, retrace)
+                found.add((c.BLOCK_B, c.BLOCK_T, tm, c.seg_len < T, c.single_pass, c.flip))
     return sorted(found)
 
 
@@ -150,8 +151,8 @@ def _h200_tiles():
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_shipped_gpu_tiles(est, tile, kernels):
     """The GPU heuristic's tiles on small inputs, in the layout they serve."""
-    BLOCK_B, BLOCK_T, time_major, split, single_pass = tile
-    config = L.ScanConfig(BLOCK_B, BLOCK_T, 1, BLOCK_T if split else 1 << 20, single_pass)
+    BLOCK_B, BLOCK_T, time_major, split, single_pass, flip = tile
+    config = L.ScanConfig(BLOCK_B, BLOCK_T, 1, BLOCK_T if split else 1 << 20, single_pass, flip)
     d = make_inputs(min(19, BLOCK_B + 3), 2 * BLOCK_T + 3, device=device_of(kernels))
     with kernels_on(kernels), L.force_config(config):
         check(est, d, TOL[torch.float32], LAYOUTS[1] if time_major else None)
@@ -184,17 +185,32 @@ def test_heuristic_splits():
     """Which launch the H200 heuristic picks: look-back for very long rows and for time-major
     inputs with few row blocks, reduce-then-scan for shorter few-row inputs, one pass
     elsewhere; a look-back always walks one tile a program."""
-    def kind(N, T, tm=False, wide=False):
-        c = L.choose_config(N, T, tm, 132, wide)
+    def kind(N, T, tm=False, wide=False, retrace=False):
+        c = L.choose_config(N, T, tm, 132, wide or retrace, retrace)
         assert not c.single_pass or c.seg_len == c.BLOCK_T
         return "look-back" if c.single_pass else "two-pass" if c.seg_len < T else "one pass"
 
     assert kind(64, 131072) == kind(1, 4194304) == kind(4, 1048576, wide=True) == "look-back"
     assert kind(64, 32768) == "two-pass"
     assert kind(512, 4096) == kind(4096, 128) == kind(8192, 4096) == "one pass"
-    assert kind(512, 4096, tm=True) == kind(4, 1048576, tm=True) == "look-back"
+    assert kind(512, 4096, tm=True, retrace=True) == kind(4, 1048576, tm=True) == "look-back"
+    assert kind(64, 131072, tm=True) == kind(64, 131072, retrace=True) == "look-back"
+    assert kind(512, 4096, tm=True) == "two-pass"
     assert kind(4096, 512, tm=True) == kind(4096, 128, tm=True) == "one pass"
+    assert kind(32768, 32, retrace=True) == kind(32768, 32, tm=True) == "one pass"
     assert L.choose_config(4096, 512, False, 132, False).BLOCK_B == 1  # a row a program
+
+
+def test_flip_rule():
+    """Tiles held latest step first for time-major inputs (but not Retrace's) and for Retrace's
+    short two-row tiles; batch-major tiles otherwise keep Triton's reverse scan."""
+    assert L.choose_config(4096, 128, True, 132, False).flip
+    assert L.choose_config(512, 4096, True, 132, True).flip  # V-trace
+    assert not L.choose_config(512, 4096, True, 132, True, True).flip
+    assert L.choose_config(32768, 32, False, 132, True, True).flip
+    assert not L.choose_config(4096, 128, False, 132, True, True).flip
+    assert not any(L.choose_config(N, T, False, 132, False).flip
+                   for N, T in ((4096, 128), (512, 4096), (64, 131072), (32768, 32)))
 
 
 def test_prefetch_rule():
@@ -202,7 +218,7 @@ def test_prefetch_rule():
     program nor at 16 warps (where the H200 probe measured it slower)."""
     assert L.prefetch(L.choose_config(64, 32768, False, 132, False))  # few long rows, split
     assert not L.prefetch(L.choose_config(64, 131072, False, 132, False))  # a tile a program
-    assert L.prefetch(L.choose_config(512, 4096, False, 132, False))  # one pass, 8 tiles
+    assert L.prefetch(L.choose_config(512, 4096, False, 132, False))  # one pass, 4 tiles
     assert not L.prefetch(L.choose_config(4096, 128, False, 132, False))  # one tile
     assert not L.prefetch(L.choose_config(8192, 4096, False, 132, False))  # 16 warps
     with L.force_prefetch(True):

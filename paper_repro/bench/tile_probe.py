@@ -144,7 +144,7 @@ def _sweep(pairs, writer, f):
             want = [y.double() for y in prep.outputs(prep.call())]
             made = {key: (case, prep, want)}  # one case's tensors alive at a time
         case, prep, want = made[key]
-        shipped = L.choose_config(N, T, layout == "TN", sms, a in WIDE)
+        shipped = L.choose_config(N, T, layout == "TN", sms, a in WIDE, a == "retrace")
         if cfg is not None and cfg == shipped:
             continue
         tile = shipped if cfg is None else cfg

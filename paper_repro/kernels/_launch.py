@@ -239,12 +239,19 @@ def num_sms(device: torch.device) -> int:
 
 
 @functools.lru_cache(maxsize=4096)
-def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool) -> ScanConfig:
+def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
+                  retrace: bool = False) -> ScanConfig:
     """Tile heuristic, from the H200 sweeps in data/h200 (tuning.csv, split_probe*.csv: GAE and
-    prefix-sum fp32 device times). ``wide``: many live inputs (V-trace, Retrace), so half the
-    tile."""
+    prefix-sum fp32; tile_probe.csv: every estimator, fp32 and bf16, both layouts). ``wide``:
+    many live inputs (V-trace, Retrace), so half the tile; ``retrace``: one-warp tiles (its
+    layout changes each cost a block barrier)."""
     if time_major:
-        return _time_major_config(B, T, sms)
+        return _time_major_config(B, T, sms, retrace)
+    if retrace and 16 < T <= 256:
+        # One warp (4096x128: 13.3 -> 10.9 us); two rows of 32 steps, held latest step first
+        # (32768x32: 41.1 -> 22.6 us).
+        BLOCK_T = _pow2(T)
+        return ScanConfig(2 if T <= 32 else 1, BLOCK_T, 1, BLOCK_T, flip=T <= 32)
     tile = 1024 if wide else 2048
     num_warps = None
     many_long_rows = T >= 1024 and not wide and 32 * sms <= B
@@ -260,6 +267,10 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool) -> Sca
         # One row a program, the whole horizon one tile (4096x512: 13.2 -> 12.0 us).
         BLOCK_B, BLOCK_T = 1, _pow2(T)
         num_warps = BLOCK_T // 256
+    elif T > 1024 and not wide:
+        # One row a program in tiles of 1024 (512x4096: prefix sum 7.3 -> 6.5 us, GAE 12.8 ->
+        # 12.5, bf16 GAE 11.5 -> 10.9).
+        BLOCK_B, BLOCK_T, num_warps = 1, 1024, 4
     else:
         BLOCK_T = min(_pow2(T), 512)
         BLOCK_B = min(_pow2(B), max(1, tile // BLOCK_T))
@@ -271,7 +282,10 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool) -> Sca
     if row_blocks < 2 * sms and chunks >= 16 and not many_long_rows:
         if T >= 131072:
             # Single-pass look-back, one row-tile a program: the inputs are read once
-            # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7).
+            # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7); the wide estimators in
+            # one-warp tiles (Retrace 394 -> 322 us, V-trace 130 -> 117).
+            if wide:
+                return ScanConfig(1, 256 if retrace else 512, 1, 256 if retrace else 512, True)
             return ScanConfig(1, tile, 4, tile, True)
         # Reduce-then-scan over time segments of >= 4 tiles, ~8 programs an SM
         # (4x1048576: 74.6 -> 56.0 us with 4096-step segments instead of 8192).
@@ -282,36 +296,49 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool) -> Sca
     return ScanConfig(BLOCK_B, BLOCK_T, num_warps, seg_chunks * BLOCK_T)
 
 
-def _time_major_config(B: int, T: int, sms: int) -> ScanConfig:
-    """``[T, B]`` inputs: tiles across the contiguous batch axis."""
+def _time_major_config(B: int, T: int, sms: int, retrace: bool) -> ScanConfig:
+    """``[T, B]`` inputs: tiles across the contiguous batch axis. Backward scans hold their
+    tiles latest step first (``flip``; time is not the vectorised axis here), which saves
+    Triton's lane reversal: 32768x32 GAE 7.2 -> 4.3 us, 512x4096 26.4 -> 20.0. Retrace keeps
+    the reverse scan (flipped: 3-7 % slower)."""
+    flip = not retrace
     if B < 16:
         # As tall as the batch, 2048 elements; long: look-back (4x1048576: 164 -> 77 us).
         BLOCK_B = _pow2(B)
         BLOCK_T = min(_pow2(T), 2048 // BLOCK_B)
         chunks = triton_cdiv(T, BLOCK_T)
         if chunks >= 16:
-            return ScanConfig(BLOCK_B, BLOCK_T, 4, BLOCK_T, True)
-        return ScanConfig(BLOCK_B, BLOCK_T, 4, chunks * BLOCK_T)
+            return ScanConfig(BLOCK_B, BLOCK_T, 4, BLOCK_T, True, flip)
+        return ScanConfig(BLOCK_B, BLOCK_T, 4, chunks * BLOCK_T, flip=flip)
     row_blocks = triton_cdiv(B, 16)
+    if row_blocks >= 4 * sms and T <= 128 and not retrace:
+        # Rows abound: 32x16 tiles, one warp (32768x32: 7.2 -> 4.3 us).
+        BLOCK_T = min(_pow2(T), 16)
+        return ScanConfig(32, BLOCK_T, 1, triton_cdiv(T, BLOCK_T) * BLOCK_T, flip=flip)
     if T <= 128 or row_blocks >= 4 * sms:
         # 16x32 tiles (4096x128: 12.6 -> 6.6 us); one warp each when rows abound.
         BLOCK_T = min(_pow2(T), 32)
         warps = 4 if row_blocks < 4 * sms else 1
-        return ScanConfig(16, BLOCK_T, warps, triton_cdiv(T, BLOCK_T) * BLOCK_T)
-    # 16x128 tiles (4096x512: 36.0 -> 16.4 us); few row blocks: single-pass look-back over
-    # time (512x4096: 45.2 -> 29.3, 64x131072: 215 -> 124).
+        return ScanConfig(16, BLOCK_T, warps, triton_cdiv(T, BLOCK_T) * BLOCK_T, flip=flip)
+    # 16x128 tiles (4096x512: 36.0 -> 16.4 us); few row blocks: split time.
     BLOCK_T = min(_pow2(T), 128)
     chunks = triton_cdiv(T, BLOCK_T)
     if row_blocks < sms // 2 and chunks >= 16:
-        return ScanConfig(16, BLOCK_T, 4, BLOCK_T, True)
-    return ScanConfig(16, BLOCK_T, 4, chunks * BLOCK_T)
+        if T <= 16384 and not retrace:
+            # Two passes over 128-step segments of 32x16 one-warp tiles (512x4096: GAE 26.4 ->
+            # 20.0 us, discounted returns 26.4 -> 16.8).
+            return ScanConfig(32, 16, 1, 128, flip=flip)
+        # Single-pass look-back (512x4096: 45.2 -> 29.3 us, 64x131072: 215 -> 124).
+        return ScanConfig(16, BLOCK_T, 4, BLOCK_T, True, flip)
+    return ScanConfig(16, BLOCK_T, 4, chunks * BLOCK_T, flip=flip)
 
 
-def config_for(B: int, T: int, stride, device, wide: bool = False) -> ScanConfig:
+def config_for(B: int, T: int, stride, device, wide: bool = False,
+               retrace: bool = False) -> ScanConfig:
     forced = _FORCED_CONFIG[0]
     if forced is not None:
         return forced
-    return choose_config(B, T, is_time_major(stride), num_sms(device), wide)
+    return choose_config(B, T, is_time_major(stride), num_sms(device), wide, retrace)
 
 
 @dataclass
