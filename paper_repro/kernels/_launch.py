@@ -283,8 +283,9 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
         if T >= 131072:
             # Single-pass look-back, one row-tile a program: the inputs are read once
             # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7); the wide estimators in
-            # one-warp tiles (Retrace 394 -> 322 us, V-trace 130 -> 117).
-            if wide:
+            # one-warp tiles from 4 rows up (64x131072: Retrace 394 -> 322 us, V-trace 134 ->
+            # 117; 4x1048576 V-trace 80 -> 73; 1x4194304 V-trace 84 -> 89, so not below).
+            if wide and B >= 4:
                 return ScanConfig(1, 256 if retrace else 512, 1, 256 if retrace else 512, True)
             return ScanConfig(1, tile, 4, tile, True)
         # Reduce-then-scan over time segments of >= 4 tiles, ~8 programs an SM
