@@ -310,3 +310,24 @@ def test_targets_from_data():
     assert slow.loc["4096x128 ≤ 3 µs (Retrace ≤ 8)", "met"] == "no"
     recorded = targets_table(A.load())
     assert len(recorded) == 9 and set(recorded.met) <= {"yes", "no", "not recorded"}
+
+
+def test_tile_probe_candidates_are_launchable():
+    """Every candidate tile of the tile probe is one the engine can launch: a power-of-two tile
+    dividing its segment, a look-back walking one tile a program, and the shipped tile not
+    repeated; the narrowed sweep keeps every case's shipped tile."""
+    from paper_repro.bench import tile_probe as TP
+
+    sweep = TP.cases()
+    assert len(sweep) == 4 * 3 * 7
+    for case in sweep:
+        configs = case[-1]
+        assert len(set(configs)) == len(configs)
+        for c in configs:
+            assert c.BLOCK_T & (c.BLOCK_T - 1) == 0 and c.seg_len % c.BLOCK_T == 0
+            assert not c.single_pass or c.seg_len == c.BLOCK_T
+            assert c.num_warps in (1, 2, 4, 8, 16)
+    narrowed = [(c, cfg) for c, cfg in TP.items(sweep)
+                if cfg is None or TP._flipped_or_one_warp(c, cfg)]
+    assert sum(cfg is None for _, cfg in narrowed) == len(sweep)
+    assert all(cfg.flip or cfg.num_warps == 1 for _, cfg in narrowed if cfg is not None)
