@@ -1,0 +1,130 @@
+"""What the kernels compile to for the H200 (sm_90), without a GPU: registers, instructions,
+warp shuffles, block barriers, layout conversions through shared memory and 128-bit loads per
+kernel and tile, from Triton's compiler and the ``cuobjdump`` its wheel ships.
+
+    python -m paper_repro.bench.sass [--out data/h200/sass_counts.csv] [--quick]
+
+The counts belong to the installed Triton (recorded in each row): put the GPU's version first
+on ``PYTHONPATH`` to explain its timings. ``data/h200/sass_counts.csv`` (Triton 3.6) shows the
+reverse scan's lane reversal: several times the shuffles of a forward scan of the same tile.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+INTS = {"B", "T", "n_seg", "seg_len", "stride_b", "stride_t", "out_stride_b", "out_stride_t",
+        "A", "stride3_b", "stride3_t", "stride3_a"}
+UNALIGNED = {"B", "n_seg", "A"}  # sizes: not assumed multiples of 16
+# the plain calls of the benchmarks: truncation flags, next values for TD(lambda), nothing else
+CONSTEXPRS = {"HAS_TRUNC": True, "HAS_NEXT": True, "REVERSE": True}
+# (BLOCK_B, BLOCK_T, num_warps, PHASE, PREFETCH, time-major)
+TILES = [(1, 512, 2, 0, True, False), (4, 128, 2, 0, False, False), (1, 1024, 4, 3, False, False),
+         (16, 32, 4, 0, False, True), (32, 16, 1, 2, False, True)]
+COLUMNS = ["triton", "kernel", "BLOCK_B", "BLOCK_T", "num_warps", "phase", "prefetch",
+           "time_major", "flip", "registers", "instructions", "shuffles", "barriers",
+           "layout_conversions", "loads", "vector_loads"]
+
+
+def kernels() -> dict:
+    from paper_repro.kernels import (
+        affine_scan,
+        eligibility_traces,
+        gae,
+        lambda_returns,
+        retrace,
+        vtrace,
+    )
+
+    return {"gae": gae.gae_fwd_kernel, "lambda_returns": lambda_returns.returns_fwd_kernel,
+            "vtrace": vtrace.vtrace_fwd_kernel, "retrace": retrace.retrace_fwd_kernel,
+            "eligibility_traces": eligibility_traces.decayed_sum_fwd_kernel,
+            "affine_scan": affine_scan.affine_scan_kernel}
+
+
+def _signature(kernel, tile, flip):
+    """Triton's signature, constexprs and 16-byte alignments for fp32 inputs laid out like
+    the benchmarks' (time contiguous unless time-major; actions contiguous)."""
+    import triton.language as tl
+
+    BLOCK_B, BLOCK_T, _, phase, prefetch, time_major = tile
+    unit = {"stride3_a", "stride_b" if time_major else "stride_t",
+            "out_stride_b" if time_major else "out_stride_t"}
+    tiles = dict(ACC=tl.float32, PHASE=phase, BLOCK_B=BLOCK_B, BLOCK_T=BLOCK_T,
+                 PREFETCH=prefetch, FLIP=flip)
+    sig, const = {}, {}
+    for name, p in zip(kernel.arg_names, kernel.params):
+        if p.is_constexpr:
+            sig[name], const[name] = "constexpr", tiles.get(name, CONSTEXPRS.get(name, False))
+        elif name in unit:
+            sig[name], const[name] = "constexpr", 1
+        elif name.endswith("_ptr"):
+            sig[name] = {"status_ptr": "*i32", "act_ptr": "*i64"}.get(name, "*fp32")
+        else:
+            sig[name] = "i32" if name in INTS else "fp32"
+    aligned = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(kernel.arg_names)
+               if sig[name].startswith("*") or (sig[name] == "i32" and name not in UNALIGNED)}
+    return sig, const, aligned
+
+
+def counts(kernel, tile, flip=False) -> dict:
+    """Compile ``kernel`` for sm_90 with ``tile`` and count what its SASS does per launch."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    sig, const, aligned = _signature(kernel, tile, flip)
+    compiled = triton.compile(ASTSource(kernel, sig, const, aligned),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": tile[2]})
+    tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    with tempfile.TemporaryDirectory() as d:
+        cubin = os.path.join(d, "k.cubin")
+        Path(cubin).write_bytes(compiled.asm["cubin"])
+        sass = subprocess.run([str(tools / "cuobjdump"), "-sass", cubin], capture_output=True,
+                              text=True, check=True).stdout
+        usage = subprocess.run([str(tools / "cuobjdump"), "--dump-resource-usage", cubin],
+                               capture_output=True, text=True, check=True).stdout
+    lines = [x.split("*/", 1)[1].strip() for x in sass.splitlines()
+             if x.strip().startswith("/*") and ";" in x and "*/" in x]
+    # the opcode, after a predicate guard (``@P0``) if there is one
+    words = [x.split() for x in lines if x]
+    ops = Counter((w[1] if w[0].startswith("@") and len(w) > 1 else w[0]).split(".")[0]
+                  for w in words)
+    regs = [int(w.split(":")[1]) for w in usage.split() if w.startswith("REG:")]
+    return {"registers": regs[0] if regs else "", "instructions": len(lines),
+            "shuffles": ops["SHFL"], "barriers": ops["BAR"],
+            "layout_conversions": compiled.asm["ttgir"].count("ttg.convert_layout"),
+            "loads": ops["LDG"], "vector_loads": sum("LDG.E.128" in x for x in lines)}
+
+
+def rows(quick=False):
+    import triton
+
+    for name, kernel in kernels().items():
+        backward = name != "eligibility_traces"
+        for tile in TILES[:2] if quick else TILES:
+            for flip in (False, True) if backward else (False,):
+                yield {"triton": triton.__version__, "kernel": name,
+                       **dict(zip(COLUMNS[2:9], (*tile, flip))), **counts(kernel, tile, flip)}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--out", default="data/h200/sass_counts.csv")
+    p.add_argument("--quick", action="store_true", help="two tiles a kernel")
+    args = p.parse_args(argv)
+    with open(args.out, "w", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS)
+        w.writeheader()
+        for row in rows(args.quick):
+            w.writerow(row)
+            f.flush()
+
+
+if __name__ == "__main__":
+    main()
