@@ -50,5 +50,9 @@ Modules: :mod:`~paper_repro.bench.inputs` (the paper's random inputs),
 :mod:`~paper_repro.bench.suites` (shape grids), :mod:`~paper_repro.bench.runner`,
 :mod:`~paper_repro.bench.results` (CSV schema, upsert, provenance),
 :mod:`~paper_repro.bench.roofline`, :mod:`~paper_repro.bench.lanes` (several GPUs),
-:mod:`~paper_repro.bench.provenance_summary`.
+:mod:`~paper_repro.bench.provenance_summary`. Kernel probes behind the tile heuristic:
+:mod:`~paper_repro.bench.tile_probe` (candidate tiles per estimator),
+:mod:`~paper_repro.bench.shipped_times` (A/B of source trees), :mod:`~paper_repro.bench.sass`
+(what the kernels compile to, no GPU needed), :mod:`~paper_repro.bench.lookback_window`,
+:mod:`~paper_repro.bench.host_path`.
 """
