@@ -248,8 +248,8 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
     if time_major:
         return _time_major_config(B, T, sms, retrace)
     if retrace and 16 < T <= 256:
-        # One warp (4096x128: 13.3 -> 10.9 us); two rows of 32 steps, held latest step first
-        # (32768x32: 41.1 -> 22.6 us).
+        # One warp (4096x128: 12.8 -> 11.4 us); two rows of 32 steps, held latest step first
+        # (32768x32: 63 -> 24 us; roofline.csv).
         BLOCK_T = _pow2(T)
         return ScanConfig(2 if T <= 32 else 1, BLOCK_T, 1, BLOCK_T, flip=T <= 32)
     tile = 1024 if wide else 2048
@@ -268,8 +268,8 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
         BLOCK_B, BLOCK_T = 1, _pow2(T)
         num_warps = BLOCK_T // 256
     elif T > 1024 and not wide:
-        # One row a program in tiles of 1024 (512x4096: prefix sum 7.3 -> 6.5 us, GAE 12.8 ->
-        # 12.5, bf16 GAE 11.5 -> 10.9).
+        # One row a program in tiles of 1024 (512x4096: prefix sum 6.9 -> 6.2 us, GAE 12.8 ->
+        # 11.9, bf16 GAE 11.4 -> 10.4).
         BLOCK_B, BLOCK_T, num_warps = 1, 1024, 4
     else:
         BLOCK_T = min(_pow2(T), 512)
@@ -283,7 +283,7 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
         if T >= 131072:
             # Single-pass look-back, one row-tile a program: the inputs are read once
             # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7); the wide estimators in
-            # one-warp tiles from 4 rows up (64x131072: Retrace 394 -> 322 us, V-trace 134 ->
+            # one-warp tiles from 4 rows up (64x131072: Retrace 379 -> 261 us, V-trace 134 ->
             # 117; 4x1048576 V-trace 80 -> 73; 1x4194304 V-trace 84 -> 89, so not below).
             if wide and B >= 4:
                 return ScanConfig(1, 256 if retrace else 512, 1, 256 if retrace else 512, True)
@@ -300,8 +300,8 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
 def _time_major_config(B: int, T: int, sms: int, retrace: bool) -> ScanConfig:
     """``[T, B]`` inputs: tiles across the contiguous batch axis. Backward scans hold their
     tiles latest step first (``flip``; time is not the vectorised axis here), which saves
-    Triton's lane reversal: 32768x32 GAE 7.2 -> 4.3 us, 512x4096 26.4 -> 20.0. Retrace keeps
-    the reverse scan (flipped: 3-7 % slower)."""
+    Triton's lane reversal: 32768x32 GAE 7.3 -> 4.1 us, 512x4096 28.7 -> 19.7 (roofline.csv).
+    Retrace keeps the reverse scan (flipped: 3-7 % slower, tile_probe.csv)."""
     flip = not retrace
     if B < 16:
         # As tall as the batch, 2048 elements; long: look-back (4x1048576: 164 -> 77 us).
@@ -313,7 +313,8 @@ def _time_major_config(B: int, T: int, sms: int, retrace: bool) -> ScanConfig:
         return ScanConfig(BLOCK_B, BLOCK_T, 4, chunks * BLOCK_T, flip=flip)
     row_blocks = triton_cdiv(B, 16)
     if row_blocks >= 4 * sms and T <= 128 and not retrace:
-        # Rows abound: 32x16 tiles, one warp (32768x32: 7.2 -> 4.3 us).
+        # Rows abound: 32x16 one-warp tiles (32768x32 GAE, flipped: 4.3 us; 128x8 one-warp 4.6,
+        # 16x32 four-warp 7.7; tile_probe.csv).
         BLOCK_T = min(_pow2(T), 16)
         return ScanConfig(32, BLOCK_T, 1, triton_cdiv(T, BLOCK_T) * BLOCK_T, flip=flip)
     if T <= 128 or row_blocks >= 4 * sms:
@@ -326,8 +327,8 @@ def _time_major_config(B: int, T: int, sms: int, retrace: bool) -> ScanConfig:
     chunks = triton_cdiv(T, BLOCK_T)
     if row_blocks < sms // 2 and chunks >= 16:
         if T <= 16384 and not retrace:
-            # Two passes over 128-step segments of 32x16 one-warp tiles (512x4096: GAE 26.4 ->
-            # 20.0 us, discounted returns 26.4 -> 16.8).
+            # Two passes over 128-step segments of 32x16 one-warp tiles (512x4096, flipped: GAE
+            # 23.4 -> 20.0 us, discounted returns 21.6 -> 16.8 against look-back; tile_probe.csv).
             return ScanConfig(32, 16, 1, 128, flip=flip)
         # Single-pass look-back (512x4096: 45.2 -> 29.3 us, 64x131072: 215 -> 124).
         return ScanConfig(16, BLOCK_T, 4, BLOCK_T, True, flip)
