@@ -7,7 +7,8 @@ from data (``data/h200/tile_probe.csv``).
 ``--part I/K`` takes every K-th (case, tile) pair from the I-th, so several processes (one a
 GPU) share a sweep; ``--warm-only`` compiles without timing, filling Triton's cache in
 parallel before the timed processes run. Each row also records the largest difference from
-the shipped tiles' answer (a race or a bad tile shows there).
+the shipped tiles' answer (a race or a bad tile shows there). The committed file is the parts
+of each run concatenated, with the commit that ran them.
 """
 from __future__ import annotations
 
@@ -135,15 +136,13 @@ def _sweep(pairs, writer, f):
 
     warm_only = writer is None
     sms = L.num_sms(torch.device("cuda"))
-    made = {}
+    current = None  # one case's tensors alive at a time
     for (a, N, T, dtype, layout, flags, _), cfg in pairs:
-        key = (a, N, T, dtype, layout)
-        if key not in made:
+        if current != (a, N, T, dtype, layout):
+            current = (a, N, T, dtype, layout)
             case = make_case(a, N, T, "plain", dtype, layout, flags, device="cuda")
             prep = _ours(case)
             want = [y.double() for y in prep.outputs(prep.call())]
-            made = {key: (case, prep, want)}  # one case's tensors alive at a time
-        case, prep, want = made[key]
         shipped = L.choose_config(N, T, layout == "TN", sms, a in WIDE, a == "retrace")
         if cfg is not None and cfg == shipped:
             continue
@@ -163,6 +162,7 @@ def _sweep(pairs, writer, f):
                          tile.num_warps, tile.seg_len, int(tile.single_pass), int(tile.flip), us,
                          min_bytes(case), diff])
         f.flush()
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
