@@ -71,9 +71,12 @@ SPLITS = [L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=32),
           L.ScanConfig(BLOCK_B=1, BLOCK_T=8, num_warps=1, seg_len=8, single_pass=True),
           L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=32, flip=True),
           L.ScanConfig(BLOCK_B=2, BLOCK_T=8, num_warps=1, seg_len=8, single_pass=True, flip=True),
-          L.ScanConfig(BLOCK_B=4, BLOCK_T=32, num_warps=1, seg_len=1 << 20, flip=True)]
+          L.ScanConfig(BLOCK_B=4, BLOCK_T=32, num_warps=1, seg_len=1 << 20, flip=True),
+          L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=32, flip=4),
+          L.ScanConfig(BLOCK_B=1, BLOCK_T=8, num_warps=1, seg_len=8, single_pass=True, flip=4),
+          L.ScanConfig(BLOCK_B=4, BLOCK_T=32, num_warps=1, seg_len=1 << 20, flip=8)]
 SPLIT_IDS = ["seg32", "seg8", "seg64", "lookback16", "lookback8", "seg32-flip", "lookback8-flip",
-             "one-flip"]
+             "one-flip", "seg32-runs4", "lookback8-runs4", "one-runs8"]
 
 
 def kernels_on(kernels):
@@ -91,14 +94,34 @@ def test_time_split_across_programs(est, config, kernels):
         check(est, d, TOL[torch.float32])
 
 
+@pytest.mark.parametrize("flip", [1, 4], ids=["latest-first", "runs4"])
 @pytest.mark.parametrize("layout", LAYOUTS, ids=[x.name for x in LAYOUTS])
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
-def test_flipped_tiles_every_layout(est, layout, kernels):
-    """Backward scans over tiles held latest step first, in two passes, on every layout."""
+def test_flipped_tiles_every_layout(est, layout, kernels, flip):
+    """Backward scans over tiles held latest step first (or as runs of four ascending steps,
+    latest run first), in two passes, on every layout."""
     d = make_inputs(6, 37, device=device_of(kernels))
-    with kernels_on(kernels), L.force_config(L.ScanConfig(4, 8, 1, 16, flip=True)):
+    with kernels_on(kernels), L.force_config(L.ScanConfig(4, 8, 1, 16, flip=flip)):
         check(est, d, TOL[torch.float32], layout)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64], ids=str)
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_runs_of_steps_dtypes(est, dtype, kernels):
+    """Runs of four steps with T not a multiple of four, half and double precision."""
+    d = make_inputs(3, 45, dtype=dtype, device=device_of(kernels))
+    with kernels_on(kernels), L.force_config(L.ScanConfig(2, 16, 1, 48, flip=4)):
+        check(est, d, TOL[dtype])
+
+
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_runs_must_divide_the_tile(kernels):
+    d = make_inputs(2, 20, device=device_of(kernels))
+    with kernels_on(kernels), L.force_config(L.ScanConfig(2, 8, 1, 16, flip=3)), \
+            pytest.raises(ValueError, match="must divide BLOCK_T"):
+        P.compute_gae(d["r"], d["v"], d["term"])
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)

@@ -39,13 +39,20 @@ def _per_thread(c) -> float:
 
 
 def _flipped(configs) -> list:
-    return [replace(c, flip=True) for c in configs]
+    return [replace(c, flip=1) for c in configs]
+
+
+def _runs(configs) -> list:
+    """Time-ordered tiles held as runs of 4 or 8 ascending steps, latest run first (a forward
+    scan that keeps the vector loads: 4 fp32 or 8 bf16 steps are 16 bytes)."""
+    return [replace(c, flip=r) for c in configs for r in (4, 8)
+            if not c.flip and c.BLOCK_T >= 2 * r]
 
 
 def batch_major_candidates(N: int, T: int, wide: bool) -> list:
     """[N, T] tiles: fat short tiles, whole rows a program, multi-tile rows, look-back; one-warp
     tiles for the wide estimators (their many layout changes each cost a block barrier); tiles
-    held latest step first where each thread holds few steps."""
+    held latest step first where each thread holds few steps; each time-ordered tile as runs."""
     pt = _pow2(T)
     if T >= 65536:
         out = [L.ScanConfig(bb, bt, w, bt, True) for bb, bt, w in
@@ -55,7 +62,7 @@ def batch_major_candidates(N: int, T: int, wide: bool) -> list:
         if wide:
             out += [L.ScanConfig(1, bt, w, bt, True) for bt, w in ((256, 1), (512, 1), (512, 2))]
         return out + _flipped([L.ScanConfig(1, 1024, 4, 1024, True),
-                               L.ScanConfig(1, 2048, 4, 2048, True)])
+                               L.ScanConfig(1, 2048, 4, 2048, True)]) + _runs(out)
     if T > 256:
         out = [L.ScanConfig(1, pt, w, pt) for w in (4, 8, 16) if 8 <= pt // (32 * w) <= 32]
         out += [L.ScanConfig(2, pt, 16, pt)] if pt <= 4096 else []
@@ -63,11 +70,12 @@ def batch_major_candidates(N: int, T: int, wide: bool) -> list:
                                                          (2048, 8)) if bt < pt]
         if wide:
             out += [L.ScanConfig(1, bt, 1, pt) for bt in (128, 256, 512)]
-        return out + _flipped([L.ScanConfig(1, 512, 2, pt), L.ScanConfig(1, 256, 1, pt)])
+        return out + _flipped([L.ScanConfig(1, 512, 2, pt), L.ScanConfig(1, 256, 1, pt)]) + \
+            _runs(out)
     out = [L.ScanConfig(bb, pt, w, pt) for bb in (1, 2, 4, 8, 16, 32, 64, 128)
            for w in (1, 2, 4, 8) if bb <= _pow2(N)]
     out = [c for c in out if 2 <= _per_thread(c) <= 32]
-    return out + _flipped([c for c in out if _per_thread(c) <= 4])
+    return out + _flipped([c for c in out if _per_thread(c) <= 4]) + _runs(out)
 
 
 def time_major_candidates(N: int, T: int) -> list:
@@ -172,6 +180,8 @@ def main(argv=None):
     p.add_argument("--list", action="store_true", help="print the sweep's size (no GPU)")
     p.add_argument("--flipped-and-one-warp", action="store_true",
                    help="only flipped tiles and the wide estimators' one-warp tiles")
+    p.add_argument("--runs", action="store_true",
+                   help="only backward batch-major tiles held as runs of steps")
     args = p.parse_args(argv)
     if args.list:
         sweep = cases()
@@ -180,11 +190,21 @@ def main(argv=None):
     i, k = (int(x) for x in args.part.split("/"))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    run(out, (i, k), args.warm_only, _flipped_or_one_warp if args.flipped_and_one_warp else None)
+    only = (_flipped_or_one_warp if args.flipped_and_one_warp else
+            _backward_runs if args.runs else None)
+    run(out, (i, k), args.warm_only, only)
 
 
 def _flipped_or_one_warp(case, cfg):
-    return cfg.flip or (case[0] in WIDE and cfg.num_warps == 1)
+    return cfg.flip == 1 or (case[0] in WIDE and cfg.num_warps == 1)
+
+
+def _backward_runs(case, cfg):
+    """Runs as long as a thread's 16-byte load: 4 steps, or 8 bf16 ones."""
+    return case[0] not in FORWARD and (cfg.flip == 4 or (cfg.flip == 8 and case[3] == "bf16"))
+
+
+FORWARD = ("eligibility_traces", "prefix_sum")
 
 
 if __name__ == "__main__":

@@ -213,7 +213,9 @@ class ScanConfig:
     num_warps: int
     seg_len: int  # time steps per program along time (== padded T when not split)
     single_pass: bool = False  # split time by look-back (seg_len == BLOCK_T), not two passes
-    flip: bool = False  # backward scans: tiles hold the latest step first (see chunk_times)
+    # Backward scans: tiles hold runs of ``flip`` ascending steps, latest run first, and scan
+    # forward (1: latest step first; 0: time ascending, Triton's reverse scan; chunk_times).
+    flip: int = 0
 
     def grid(self, B: int, T: int):
         return (triton_cdiv(B, self.BLOCK_B), triton_cdiv(T, self.seg_len))

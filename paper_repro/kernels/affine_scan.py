@@ -84,14 +84,19 @@ def segment_chunks(pid_s, T, seg_len, BLOCK_T: tl.constexpr):
 @triton.jit
 def chunk_times(i, t_begin, n_chunks, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr,
                 FLIP: tl.constexpr):
-    """Times of the i-th tile's columns. FLIP (backward scans): latest step first, so a forward
-    scan along the columns runs backward in time; Triton's reverse scan reverses lanes and
-    warps around a forward one, but flipped loads cannot be vectorised along time."""
+    """Times of the i-th tile's columns. Backward scans with ``FLIP = R > 0`` hold the tile as
+    runs of R ascending steps, latest run first, so that a forward scan runs backward in time:
+    Triton's reverse scan reverses lanes and warps around a forward one. R = 1 is the latest
+    step first, which cannot be vectorised along time; R = 4 keeps 128-bit loads."""
+    p = tl.arange(0, BLOCK_T)
     if REVERSE:
-        if FLIP:
-            return t_begin + (n_chunks - i) * BLOCK_T - 1 - tl.arange(0, BLOCK_T)
-        return t_begin + (n_chunks - 1 - i) * BLOCK_T + tl.arange(0, BLOCK_T)
-    return t_begin + i * BLOCK_T + tl.arange(0, BLOCK_T)
+        first = t_begin + (n_chunks - 1 - i) * BLOCK_T
+        if FLIP == 1:
+            return first + BLOCK_T - 1 - p
+        if FLIP > 1:
+            return first + (BLOCK_T // FLIP - 1 - p // FLIP) * FLIP + p % FLIP
+        return first + p
+    return t_begin + i * BLOCK_T + p
 
 
 @triton.jit
@@ -153,11 +158,32 @@ def scan_tile(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
               FLIP: tl.constexpr):
     """Scan a [BLOCK_B, BLOCK_T] tile entered with ``carry`` (PHASE 3: the carry is found by
     look-back, and ``carry`` is the boundary value). Returns (out, outgoing carry, the tile's
-    beta product, incoming carry)."""
+    beta product, incoming carry; with FLIP > 1, ``out`` one step later in time instead)."""
     # Nested static branches: boolean operators on constexprs are not constexprs in every
-    # Triton version.
+    # Triton version; one return, since Triton 3.6 checks every return's type.
     if REVERSE:
-        if FLIP:
+        if FLIP > 1:
+            out, carry_out, b_edge, carry_in = scan_runs(
+                alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+                n_seg, PHASE, BLOCK_T, FLIP)
+        else:
+            out, carry_out, b_edge, carry_in = scan_in_order(
+                alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+                n_seg, PHASE, BLOCK_T, REVERSE, FLIP)
+    else:
+        out, carry_out, b_edge, carry_in = scan_in_order(
+            alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
+            PHASE, BLOCK_T, REVERSE, FLIP)
+    return out, carry_out, b_edge, carry_in
+
+
+@triton.jit
+def scan_in_order(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+                  n_seg, PHASE: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr,
+                  FLIP: tl.constexpr):
+    """``scan_tile`` for tiles in time order, or latest step first (FLIP = 1)."""
+    if REVERSE:
+        if FLIP == 1:
             a, b = tl.associative_scan((alpha, beta), 1, combine)
             edge = BLOCK_T - 1
         else:
@@ -175,6 +201,64 @@ def scan_tile(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
     # (time-major 4096x128 eligibility traces 4.1 -> 5.0 us, 512x4096 prefix sum 6.1 -> 6.4).
     out = a + b * carry[:, None]
     return out, column(out, edge, BLOCK_T), b_edge, carry
+
+
+@triton.jit
+def run_step(x, k: tl.constexpr, R: tl.constexpr):
+    """Step k of every run of a [BLOCK_B, G, R] tile as [BLOCK_B, G] (one thread's registers)."""
+    r = tl.arange(0, R)
+    return tl.sum(tl.where((r == k)[None, None, :], x, 0.0), axis=2)
+
+
+@triton.jit
+def combine_pair(ea_l, eb_l, ia_l, ib_l, ea_r, eb_r, ia_r, ib_r):
+    # Exclusive and inclusive prefixes in one forward scan: a span's exclusive prefix is its
+    # left part's inclusive one, then the right part's exclusive one.
+    xa, xb = combine(ia_l, ib_l, ea_r, eb_r)
+    ya, yb = combine(ia_l, ib_l, ia_r, ib_r)
+    return xa, xb, ya, yb
+
+
+@triton.jit
+def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
+              PHASE: tl.constexpr, BLOCK_T: tl.constexpr, R: tl.constexpr):
+    """Backward scan of a tile held as runs of R ascending steps, latest run first: each
+    thread composes its runs in registers, a forward scan across runs gives every run its
+    incoming value, and the steps are then solved latest first inside the thread."""
+    BB: tl.constexpr = alpha.shape[0]
+    G: tl.constexpr = BLOCK_T // R
+    a = tl.reshape(alpha, [BB, G, R])
+    b = tl.reshape(beta, [BB, G, R])
+    ga = run_step(a, R - 1, R)
+    gb = run_step(b, R - 1, R)
+    for k in tl.static_range(R - 2, -1, -1):
+        ga, gb = combine(ga, gb, run_step(a, k, R), run_step(b, k, R))
+    ea, eb, ia, ib = tl.associative_scan((ga * 0.0, gb * 0.0 + 1.0, ga, gb), 1, combine_pair)
+    last = (tl.arange(0, G) == G - 1)[None, :]
+    agg_b = tl.sum(tl.where(last, ib, 0.0), axis=1)
+    if PHASE == 3:
+        carry = look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
+                          tl.sum(tl.where(last, ia, 0.0), axis=1), agg_b, carry, True)
+    # Each step solved as xa + xb * carry, so that the carry is applied on the [BLOCK_B,
+    # BLOCK_T] tile as scan_in_order does (its layout stays put, no shared-memory trips).
+    r = tl.arange(0, R)[None, None, :]
+    xa, xb = ea, eb  # the value after each run's latest step
+    out_a = a * 0.0
+    out_b = out_a
+    later_a = out_a
+    later_b = out_a
+    for k in tl.static_range(R - 1, -1, -1):
+        later_a = tl.where(r == k, xa[:, :, None], later_a)
+        later_b = tl.where(r == k, xb[:, :, None], later_b)
+        b_k = run_step(b, k, R)
+        xa = run_step(a, k, R) + b_k * xa
+        xb = b_k * xb
+        out_a = tl.where(r == k, xa[:, :, None], out_a)
+        out_b = tl.where(r == k, xb[:, :, None], out_b)
+    out = tl.reshape(out_a, [BB, BLOCK_T]) + tl.reshape(out_b, [BB, BLOCK_T]) * carry[:, None]
+    later = (tl.reshape(later_a, [BB, BLOCK_T]) +
+             tl.reshape(later_b, [BB, BLOCK_T]) * carry[:, None])
+    return out, column(out, BLOCK_T - R, BLOCK_T), agg_b, later
 
 
 @triton.jit
@@ -244,14 +328,19 @@ def look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, agg_
 @triton.jit
 def next_in_time(out, carry_in, BLOCK_T: tl.constexpr, FLIP: tl.constexpr):
     """``out`` shifted one step later in time (backward scans); the latest step of the tile
-    takes ``carry_in``."""
-    cols = tl.arange(0, BLOCK_T)
-    if FLIP:  # columns run latest step first
-        later, latest = tl.maximum(cols - 1, 0), 0
+    takes ``carry_in``, the fourth value ``scan_tile`` returned (with FLIP > 1, that value is
+    the shifted tile already)."""
+    if FLIP > 1:  # scan_runs solved the shifted tile with the tile itself
+        shifted = carry_in
     else:
-        later, latest = tl.minimum(cols + 1, BLOCK_T - 1), BLOCK_T - 1
-    shifted = tl.gather(out, tl.broadcast_to(later[None, :], out.shape), 1)
-    return tl.where(cols[None, :] == latest, carry_in[:, None], shifted)
+        cols = tl.arange(0, BLOCK_T)
+        if FLIP == 1:  # columns run latest step first
+            later, latest = tl.maximum(cols - 1, 0), 0
+        else:
+            later, latest = tl.minimum(cols + 1, BLOCK_T - 1), BLOCK_T - 1
+        shifted = tl.gather(out, tl.broadcast_to(later[None, :], out.shape), 1)
+        shifted = tl.where(cols[None, :] == latest, carry_in[:, None], shifted)
+    return shifted
 
 
 @triton.jit
@@ -346,12 +435,14 @@ class Launch:
         self.cuda_index = device.index if device.type == "cuda" else None
         self.grid = config.grid(B, T)
         self.middle = (B, T, self.grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
-        self.tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config), config.flip)
+        self.tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config), int(config.flip))
         self.one_pass = (*self.middle, 0, *self.tile) if self.grid[1] == 1 else None
         self.single_pass = config.single_pass and self.one_pass is None
         self.launchers = {}  # one-pass direct launchers by device and pointer alignment
         if self.single_pass and config.seg_len != config.BLOCK_T:
             raise ValueError("a single-pass split takes one tile per program (seg_len == BLOCK_T)")
+        if config.flip > 1 and config.BLOCK_T % config.flip:
+            raise ValueError(f"runs of {config.flip} steps must divide BLOCK_T={config.BLOCK_T}")
 
     def __call__(self, pointers: tuple):
         if self.cuda_index is not None and self.cuda_index != torch.cuda.current_device():
