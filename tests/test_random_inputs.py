@@ -110,9 +110,11 @@ def test_flipped_tiles_every_layout(est, layout, kernels, flip):
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_runs_of_steps_dtypes(est, dtype, kernels):
-    """Runs of four steps with T not a multiple of four, half and double precision."""
+    """The run length the heuristic gives half (8) and double (2) precision, T not a multiple
+    of the run."""
     d = make_inputs(3, 45, dtype=dtype, device=device_of(kernels))
-    with kernels_on(kernels), L.force_config(L.ScanConfig(2, 16, 1, 48, flip=4)):
+    run = L.run_length(16, dtype.itemsize, False)
+    with kernels_on(kernels), L.force_config(L.ScanConfig(2, 16, 1, 48, flip=run)):
         check(est, d, TOL[dtype])
 
 
@@ -156,8 +158,8 @@ def test_single_pass_takes_one_tile_per_program(kernels):
 
 def _h200_tiles():
     """Each tile the heuristic picks on a 132-SM GPU for the tuning shapes, with its layout,
-    whether it splits time and whether it is held latest step first (warps aside: the
-    interpreter ignores them)."""
+    whether it splits time and how its steps are ordered (warps aside: the interpreter ignores
+    them); test_runs_of_steps_dtypes covers the run lengths of other value sizes."""
     from paper_repro.tuning import SHAPES
 
     found = set()
@@ -228,15 +230,19 @@ def test_heuristic_splits():
 
 
 def test_flip_rule():
-    """Tiles held latest step first for time-major inputs (but not Retrace's) and for Retrace's
-    short two-row tiles; batch-major tiles otherwise keep Triton's reverse scan."""
-    assert L.choose_config(4096, 128, True, 132, False).flip
-    assert L.choose_config(512, 4096, True, 132, True).flip  # V-trace
+    """Time-major tiles latest step first (but not Retrace's); batch-major backward tiles as runs
+    of one 16-byte load's steps (Retrace: 4), fewer where a tile holds under two runs."""
+    assert L.choose_config(4096, 128, True, 132, False).flip == 1
+    assert L.choose_config(512, 4096, True, 132, True).flip == 1  # V-trace
     assert not L.choose_config(512, 4096, True, 132, True, True).flip
-    assert L.choose_config(32768, 32, False, 132, True, True).flip
-    assert not L.choose_config(4096, 128, False, 132, True, True).flip
-    assert not any(L.choose_config(N, T, False, 132, False).flip
-                   for N, T in ((4096, 128), (512, 4096), (64, 131072), (32768, 32)))
+    for N, T in ((4096, 128), (512, 4096), (64, 131072), (32768, 32), (8192, 4096)):
+        assert L.choose_config(N, T, False, 132, False).flip == 4
+        assert L.choose_config(N, T, False, 132, False, itemsize=2).flip == 8
+        assert L.choose_config(N, T, False, 132, False, itemsize=8).flip == 2
+        assert L.choose_config(N, T, False, 132, True, True, itemsize=2).flip == 4
+    assert L.choose_config(4096, 8, False, 132, False, itemsize=2).flip == 4
+    assert L.choose_config(4096, 2, False, 132, False).flip == 0
+    assert L.run_length(4, 4, False) == 2 and L.run_length(16, 2, False) == 8
 
 
 def test_prefetch_rule():

@@ -46,7 +46,7 @@ def _runs(configs) -> list:
     """Time-ordered tiles held as runs of 4 or 8 ascending steps, latest run first (a forward
     scan that keeps the vector loads: 4 fp32 or 8 bf16 steps are 16 bytes)."""
     return [replace(c, flip=r) for c in configs for r in (4, 8)
-            if not c.flip and c.BLOCK_T >= 2 * r]
+            if not c.flip and 2 * r <= c.BLOCK_T]
 
 
 def batch_major_candidates(N: int, T: int, wide: bool) -> list:
@@ -151,7 +151,8 @@ def _sweep(pairs, writer, f):
             case = make_case(a, N, T, "plain", dtype, layout, flags, device="cuda")
             prep = _ours(case)
             want = [y.double() for y in prep.outputs(prep.call())]
-        shipped = L.choose_config(N, T, layout == "TN", sms, a in WIDE, a == "retrace")
+        shipped = L.choose_config(N, T, layout == "TN", sms, a in WIDE, a == "retrace",
+                                  2 if dtype == "bf16" else 4)
         if cfg is not None and cfg == shipped:
             continue
         tile = shipped if cfg is None else cfg

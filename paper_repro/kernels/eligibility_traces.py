@@ -117,7 +117,7 @@ def _decayed_sum(x: torch.Tensor, dones: torch.Tensor, seed_values: Optional[tor
                              dict(decay=decay, previous_done=previous_done))
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, False))
     o = out.rows
-    config = L.config_for(rows.B, rows.T, rows.stride, o.device)
+    config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size())
     job = Launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(decay),
                  (bool(previous_done), seed is not None))

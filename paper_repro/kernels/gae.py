@@ -188,7 +188,7 @@ def _gae(rewards: torch.Tensor, values: torch.Tensor, terminateds: torch.Tensor,
                                                                         lambda_=lambda_))
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
     o = out.rows
-    config = L.config_for(rows.B, rows.T, rows.stride, o.device)
+    config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size())
     t = rows.tensors
     job = Launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),

@@ -135,7 +135,7 @@ def _returns(rewards: torch.Tensor, next_values: Optional[torch.Tensor],
         coef = _coefficients(rows.tensors, dict(gamma=gamma, lambda_=lambda_))
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
     o = out.rows
-    config = L.config_for(rows.B, rows.T, rows.stride, o.device)
+    config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size())
     t = rows.tensors
     job = Launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),

@@ -185,7 +185,8 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
         vs, adv = _outputs(delta, named, scalars)
         return vs_out.set(vs), adv_out.set(adv)
     vs, adv = vs_out.rows, adv_out.rows
-    config = L.config_for(rows.B, rows.T, rows.stride, vs.device, wide=True)
+    config = L.config_for(rows.B, rows.T, rows.stride, vs.device, wide=True,
+                          itemsize=vs.element_size())
     t = rows.tensors
     job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(vs.dtype), vs.device,
                  L.layout_ints(rows, vs), L.scalar_pairs(gamma, rho_bar, c_bar),
