@@ -147,6 +147,20 @@ def test_look_back_across_windows(est, kernels, monkeypatch):
         check(est, d, TOL[torch.float64])
 
 
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_two_passes_across_windows(est, kernels):
+    """Reduce-then-scan over 35 segments: the farthest segment's incoming carry composes 34
+    aggregates, two windows of 32; in both layouts, and in runs of steps."""
+    d = make_inputs(2, 70, device=device_of(kernels))
+    with kernels_on(kernels), L.force_config(L.ScanConfig(2, 2, 1, 2)):
+        check(est, d, TOL[torch.float32])
+        check(est, d, TOL[torch.float32], LAYOUTS[1])
+    d = make_inputs(2, 280, device=device_of(kernels))
+    with kernels_on(kernels), L.force_config(L.ScanConfig(2, 8, 1, 8, flip=4)):
+        check(est, d, TOL[torch.float32])
+
+
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_single_pass_takes_one_tile_per_program(kernels):
     config = L.ScanConfig(BLOCK_B=2, BLOCK_T=4, num_warps=1, seg_len=8, single_pass=True)

@@ -41,6 +41,13 @@ def combine(a_l, b_l, a_r, b_r):
     return a_r + b_r * a_l, b_l * b_r
 
 
+@triton.jit
+def combine_right_first(a_l, b_l, a_r, b_r):
+    # The opposite order: a forward scan composes f_0(f_1(...f_j)), entry 0 applied last,
+    # without the lane reversals of Triton's reverse scan.
+    return combine(a_r, b_r, a_l, b_l)
+
+
 # Predecessors a PHASE 3 program inspects at once while looking back.
 WINDOW: tl.constexpr = tl.constexpr(32)
 # Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
@@ -312,11 +319,11 @@ def look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, agg_
         inclusive = tl.where(valid[:, None], inclusive, carry0[None, :])
         a = tl.where(at, inclusive, a)
         b = tl.where(at, 0.0, b)
-        # Entry 0 applied last: a reverse scan along the window composes f_0(f_1(...)).
-        wa, wb = tl.associative_scan((a, b), 0, combine, reverse=True)
-        nearest = (j == 0)[:, None]
-        acc_a = acc_a + acc_b * tl.sum(tl.where(nearest, wa, 0.0), axis=0)
-        acc_b = acc_b * tl.sum(tl.where(nearest, wb, 0.0), axis=0)
+        # Entry 0 applied last: the window composes f_0(f_1(...f_31)).
+        wa, wb = tl.associative_scan((a, b), 0, combine_right_first)
+        whole = (j == WINDOW - 1)[:, None]
+        acc_a = acc_a + acc_b * tl.sum(tl.where(whole, wa, 0.0), axis=0)
+        acc_b = acc_b * tl.sum(tl.where(whole, wb, 0.0), axis=0)
         k = tl.where(stop < WINDOW, -1, k - WINDOW)
     carry = acc_a + acc_b * carry0
     tl.store(link_ptr + (2 * B + rows) * n_seg + pid_s, agg_a + agg_b * carry, mask=row_mask)
@@ -347,7 +354,8 @@ def next_in_time(out, carry_in, BLOCK_T: tl.constexpr, FLIP: tl.constexpr):
 def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE: tl.constexpr,
                    REVERSE: tl.constexpr):
     """The carry entering this program's segment: compose the aggregates of the segments
-    between it and the boundary (PHASE 2); zero when reducing (PHASE 1)."""
+    between it and the boundary (PHASE 2), a window of them at a time, so that the loads are
+    in flight together instead of one after another; zero when reducing (PHASE 1)."""
     if PHASE == 1:
         carry = carry0 * 0.0
     else:
@@ -357,14 +365,28 @@ def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE: tl.c
             count = n_seg - 1 - pid_s
         else:
             count = pid_s
-        for k in range(count):
+        acc_a = carry0 * 0.0
+        acc_b = acc_a + 1.0
+        # At most 256 aggregates a window: wider row blocks scan across lanes (time-major
+        # 32 x 16 tiles, 32 at a time: 96 -> 736 shuffles).
+        BB: tl.constexpr = rows.shape[0]
+        W: tl.constexpr = 256 // BB if BB > 8 else 32
+        j = tl.arange(0, W)
+        for w in range(0, count, W):
+            # Window entry j is the segment w + j away, nearest first; applied last.
+            valid = (w + j < count)[:, None] & row_mask[None, :]
             if REVERSE:
-                j = n_seg - 1 - k
+                seg = pid_s + 1 + w + j
             else:
-                j = k
-            a = tl.load(agg_ptr + rows * n_seg + j, mask=row_mask, other=0.0)
-            b = tl.load(agg_ptr + (B + rows) * n_seg + j, mask=row_mask, other=1.0)
-            carry = a + b * carry
+                seg = pid_s - 1 - w - j
+            offs = rows[None, :] * n_seg + seg[:, None]
+            a = tl.load(agg_ptr + offs, mask=valid, other=0.0)
+            b = tl.load(agg_ptr + B * n_seg + offs, mask=valid, other=1.0)
+            wa, wb = tl.associative_scan((a, b), 0, combine_right_first)
+            whole = (j == W - 1)[:, None]
+            acc_a = acc_a + acc_b * tl.sum(tl.where(whole, wa, 0.0), axis=0)
+            acc_b = acc_b * tl.sum(tl.where(whole, wb, 0.0), axis=0)
+        carry = acc_a + acc_b * carry0
     return carry
 
 
