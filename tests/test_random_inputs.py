@@ -221,17 +221,19 @@ def test_prefetch_switch(est, prefetch, config, kernels):
 
 
 def test_heuristic_splits():
-    """Which launch the H200 heuristic picks: look-back for very long rows and for time-major
-    inputs with few row blocks beyond 16384 steps (or under 16 envs, or Retrace's),
-    reduce-then-scan for shorter few-row inputs, one pass elsewhere; a look-back always walks
-    one tile a program, in one warp for the wide estimators from four rows up."""
+    """Which launch the H200 heuristic picks: look-back for very long rows from five rows up
+    (Retrace's from one) and for time-major inputs with few row blocks beyond 16384 steps (or
+    under 16 envs, or Retrace's), reduce-then-scan for shorter few-row inputs and for up to
+    four very long rows, one pass elsewhere; a look-back always walks one tile a program, in
+    one warp for the wide estimators."""
     def kind(N, T, tm=False, wide=False, retrace=False):
         c = L.choose_config(N, T, tm, 132, wide or retrace, retrace)
         assert not c.single_pass or c.seg_len == c.BLOCK_T
         return "look-back" if c.single_pass else "two-pass" if c.seg_len < T else "one pass"
 
-    assert kind(64, 131072) == kind(1, 4194304) == kind(4, 1048576, wide=True) == "look-back"
-    assert kind(64, 32768) == "two-pass"
+    assert kind(64, 131072) == kind(16, 524288, wide=True) == "look-back"
+    assert kind(1, 4194304) == kind(4, 1048576, wide=True) == kind(64, 32768) == "two-pass"
+    assert kind(4, 1048576, retrace=True) == "look-back"
     assert kind(512, 4096) == kind(4096, 128) == kind(8192, 4096) == "one pass"
     assert kind(512, 4096, tm=True, retrace=True) == kind(4, 1048576, tm=True) == "look-back"
     assert kind(64, 131072, tm=True) == kind(64, 131072, retrace=True) == "look-back"
@@ -239,8 +241,8 @@ def test_heuristic_splits():
     assert kind(4096, 512, tm=True) == kind(4096, 128, tm=True) == "one pass"
     assert kind(32768, 32, retrace=True) == kind(32768, 32, tm=True) == "one pass"
     assert L.choose_config(4096, 512, False, 132, False).BLOCK_B == 1  # a row a program
-    assert L.choose_config(4, 1048576, False, 132, True).num_warps == 1
-    assert L.choose_config(1, 4194304, False, 132, True).num_warps == 4
+    assert L.choose_config(16, 524288, False, 132, True).num_warps == 1
+    assert L.choose_config(1, 4194304, False, 132, True).seg_len == 8192
 
 
 def test_flip_rule():

@@ -300,6 +300,12 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool) -> 
     chunks = triton_cdiv(T, BLOCK_T)
     seg_chunks = chunks
     if row_blocks < 2 * sms and chunks >= 16 and not many_long_rows:
+        if T >= 131072 and B <= 4 and not retrace:
+            # Up to four rows: two passes over 8192-step segments of 1024-step tiles, whose
+            # reads the look-back's per-tile latency does not hide (long_probe.csv; 1x4194304
+            # discounted returns 0.72x the look-back's time, prefix sum 0.75x, bf16 V-trace
+            # 0.57x; 4x1048576 0.65x, 0.88x, 0.68x; GAE 0.90x and 1.03x).
+            return ScanConfig(1, 1024, 4, 8192)
         if T >= 131072:
             # Single-pass look-back, one row-tile a program: the inputs are read once
             # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7); the wide estimators in

@@ -1,0 +1,68 @@
+"""Long-row probe: few long rows under the shipped tile against look-back and two-pass
+candidates held as runs of steps, fp32 and bf16, batch-major.
+
+    python -m paper_repro.bench.long_probe [warm I/K] > data/h200/long_probe.csv
+
+Lines: ``algorithm, num_envs, seq_len, dtype, tile, device_us, max_abs_diff`` (the tile as
+``BLOCK_B x BLOCK_T x warps / seg<steps> / lb (look-back) or tp (two passes) / r<run>``; the
+difference is from the shipped tile's answer). ``warm I/K`` compiles share I of K without
+timing, so parallel processes fill Triton's cache first.
+"""
+from __future__ import annotations
+
+import sys
+
+SHAPES = [(64, 131072), (16, 524288), (4, 1048576), (1, 4194304)]
+ALGORITHMS = ["discounted_returns", "gae", "prefix_sum", "vtrace"]
+
+
+def candidates(algorithm: str, dtype: str) -> list:
+    """None (the shipped tile), two passes over 2-8 tiles a segment, the one-tile look-back."""
+    from paper_repro.kernels import _launch as L
+
+    run = 4 if dtype == "fp32" else 8
+    out = [None] + [L.ScanConfig(1, bt, w, k * bt, flip=run)
+                    for bt, w in ((2048, 4), (1024, 4), (4096, 8)) for k in (2, 4, 8)]
+    out.append(L.ScanConfig(1, 2048, 4, 2048, True, flip=run))
+    if algorithm == "vtrace":
+        out += [L.ScanConfig(1, 512, 1, 512, True, flip=run),
+                L.ScanConfig(1, 1024, 4, 2 * 1024, flip=run)]
+    return out
+
+
+def label(c) -> str:
+    if c is None:
+        return "shipped"
+    kind = "lb" if c.single_pass else "tp"
+    return f"{c.BLOCK_B}x{c.BLOCK_T}x{c.num_warps}/seg{c.seg_len}/{kind}/r{c.flip}"
+
+
+def main(argv=None):
+    from paper_repro.bench.inputs import make_case
+    from paper_repro.bench.providers import _ours
+    from paper_repro.kernels import _launch as L
+    from paper_repro.tuning import device_time_us
+
+    argv = sys.argv[1:] if argv is None else argv
+    warm = bool(argv) and argv[0] == "warm"
+    i, k = map(int, argv[1].split("/")) if warm else (0, 1)
+    items = [(a, n, t, dt, c) for n, t in SHAPES for a in ALGORITHMS for dt in ("fp32", "bf16")
+             for c in candidates(a, dt)][i::k]
+    current = None
+    for a, n, t, dt, c in items:
+        if current != (a, n, t, dt):
+            current = (a, n, t, dt)
+            prep = _ours(make_case(a, n, t, "plain", dt, "NT", "bool" if dt == "bf16" else "float",
+                                   device="cuda"))
+            want = [y.double() for y in prep.outputs(prep.call())]
+        with L.force_config(c):
+            got = prep.outputs(prep.call())
+            if warm:
+                continue
+            diff = max((g.double() - w).abs().max().item() for g, w in zip(got, want))
+            us = min(device_time_us(prep.call) for _ in range(2))
+        print(f"{a},{n},{t},{dt},{label(c)},{us:.3f},{diff:.3g}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
