@@ -246,8 +246,8 @@ def test_heuristic_splits():
 
 
 def test_flip_rule():
-    """Time-major tiles latest step first (but not Retrace's); batch-major backward tiles as runs
-    of one 16-byte load's steps (Retrace: 4), fewer where a tile holds under two runs."""
+    """Time-major tiles latest step first (but not Retrace's); batch-major backward tiles of 16
+    steps or more as runs of one 16-byte load's steps (Retrace: 4)."""
     assert L.choose_config(4096, 128, True, 132, False).flip == 1
     assert L.choose_config(512, 4096, True, 132, True).flip == 1  # V-trace
     assert not L.choose_config(512, 4096, True, 132, True, True).flip
@@ -256,9 +256,9 @@ def test_flip_rule():
         assert L.choose_config(N, T, False, 132, False, itemsize=2).flip == 8
         assert L.choose_config(N, T, False, 132, False, itemsize=8).flip == 2
         assert L.choose_config(N, T, False, 132, True, True, itemsize=2).flip == 4
-    assert L.choose_config(4096, 8, False, 132, False, itemsize=2).flip == 4
-    assert L.choose_config(4096, 2, False, 132, False).flip == 0
-    assert L.run_length(4, 4, False) == 2 and L.run_length(16, 2, False) == 8
+    assert L.choose_config(4096, 16, False, 132, False, itemsize=2).flip == 8
+    assert L.choose_config(4096, 8, False, 132, False).flip == 0
+    assert L.run_length(16, 8, False) == 2 and L.run_length(16, 4, True) == 4
 
 
 def test_prefetch_rule():
