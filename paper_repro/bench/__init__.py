@@ -52,6 +52,7 @@ Modules: :mod:`~paper_repro.bench.inputs` (the paper's random inputs),
 :mod:`~paper_repro.bench.roofline`, :mod:`~paper_repro.bench.lanes` (several GPUs),
 :mod:`~paper_repro.bench.provenance_summary`. Kernel probes behind the tile heuristic:
 :mod:`~paper_repro.bench.tile_probe` (candidate tiles per estimator),
+:mod:`~paper_repro.bench.long_probe` (look-back against two passes for few long rows),
 :mod:`~paper_repro.bench.shipped_times` (A/B of source trees), :mod:`~paper_repro.bench.sass`
 (what the kernels compile to, no GPU needed), :mod:`~paper_repro.bench.lookback_window`,
 :mod:`~paper_repro.bench.host_path`.
