@@ -220,10 +220,9 @@ def run_step(x, k: tl.constexpr, R: tl.constexpr):
 @triton.jit
 def combine_pair(ea_l, eb_l, ia_l, ib_l, ea_r, eb_r, ia_r, ib_r):
     # Exclusive and inclusive prefixes in one forward scan: a span's exclusive prefix is its
-    # left part's inclusive one, then the right part's exclusive one.
-    xa, xb = combine(ia_l, ib_l, ea_r, eb_r)
-    ya, yb = combine(ia_l, ib_l, ia_r, ib_r)
-    return xa, xb, ya, yb
+    # left part's inclusive one, then the right part's exclusive one (``combine`` written out:
+    # the interpreter pays for every nested call, once per element).
+    return ea_r + eb_r * ia_l, ib_l * eb_r, ia_r + ib_r * ia_l, ib_l * ib_r
 
 
 @triton.jit
