@@ -260,13 +260,10 @@ def run_length(BLOCK_T: int, itemsize: int, retrace: bool) -> int:
     tiles: 4096x128 discounted returns 3.80 -> 2.62 us, GAE 3.96 -> 3.01, 512x4096 GAE 12.0 ->
     7.6, bf16 9.0 -> 4.9 in runs of 8). Retrace keeps runs of 4 (bf16 4096x128, runs of 8:
     1.02x the reverse scan's time, of 4: 0.86x); 0 (Triton's reverse scan) for tiles of up to
-    8 steps (T = 8 GAE in runs of 4: 1.07x, short.csv) and below two runs."""
+    8 steps (T = 8 GAE in runs of 4: 1.07x, short.csv)."""
     if BLOCK_T <= 8:
         return 0
-    run = 4 if retrace else max(2, 16 // itemsize)
-    while run > 1 and 2 * run > BLOCK_T:
-        run //= 2
-    return run if run > 1 else 0
+    return 4 if retrace else max(2, 16 // itemsize)
 
 
 def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool) -> ScanConfig:

@@ -268,6 +268,16 @@ def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
 
 
 @triton.jit
+def after_window(acc_a, acc_b, a, b):
+    """``acc`` composed with a [W, BLOCK_B] window of maps, entry 0 applied last (nearest the
+    tile): f_0(f_1(...f_{W-1})) by a forward scan of the opposite order."""
+    wa, wb = tl.associative_scan((a, b), 0, combine_right_first)
+    whole = (tl.arange(0, a.shape[0]) == a.shape[0] - 1)[:, None]
+    return (acc_a + acc_b * tl.sum(tl.where(whole, wa, 0.0), axis=0),
+            acc_b * tl.sum(tl.where(whole, wb, 0.0), axis=0))
+
+
+@triton.jit
 def release(flag_ptr, state):
     # Every thread's stores precede the flag: a block barrier, then a release at GPU scope.
     tl.debug_barrier()
@@ -318,11 +328,7 @@ def look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, agg_
         inclusive = tl.where(valid[:, None], inclusive, carry0[None, :])
         a = tl.where(at, inclusive, a)
         b = tl.where(at, 0.0, b)
-        # Entry 0 applied last: the window composes f_0(f_1(...f_31)).
-        wa, wb = tl.associative_scan((a, b), 0, combine_right_first)
-        whole = (j == WINDOW - 1)[:, None]
-        acc_a = acc_a + acc_b * tl.sum(tl.where(whole, wa, 0.0), axis=0)
-        acc_b = acc_b * tl.sum(tl.where(whole, wb, 0.0), axis=0)
+        acc_a, acc_b = after_window(acc_a, acc_b, a, b)
         k = tl.where(stop < WINDOW, -1, k - WINDOW)
     carry = acc_a + acc_b * carry0
     tl.store(link_ptr + (2 * B + rows) * n_seg + pid_s, agg_a + agg_b * carry, mask=row_mask)
@@ -381,10 +387,7 @@ def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE: tl.c
             offs = rows[None, :] * n_seg + seg[:, None]
             a = tl.load(agg_ptr + offs, mask=valid, other=0.0)
             b = tl.load(agg_ptr + B * n_seg + offs, mask=valid, other=1.0)
-            wa, wb = tl.associative_scan((a, b), 0, combine_right_first)
-            whole = (j == W - 1)[:, None]
-            acc_a = acc_a + acc_b * tl.sum(tl.where(whole, wa, 0.0), axis=0)
-            acc_b = acc_b * tl.sum(tl.where(whole, wb, 0.0), axis=0)
+            acc_a, acc_b = after_window(acc_a, acc_b, a, b)
         carry = acc_a + acc_b * carry0
     return carry
 
