@@ -102,6 +102,34 @@ def time_major_candidates(N: int, T: int) -> list:
     return out + _flipped(out)
 
 
+def wide_time_major_candidates(N: int, T: int, retrace: bool) -> list:
+    """[T, N] tiles of 64 to 256 envs, where a warp's lanes all lie along the envs and each
+    thread scans its own steps in registers; time split into segments of 1 to 128 tiles (two
+    passes, at most 512 segments), or one tile a program (look-back), so that narrow batches
+    still fill the GPU."""
+    pt, flip = _pow2(T), int(not retrace)
+    out = []
+    for bb, bt, w in [(64, 16, 2), (64, 32, 4), (128, 8, 2), (128, 16, 4), (256, 8, 4),
+                      (128, 32, 8)]:
+        bt = min(bt, pt)
+        if bb > max(64, _pow2(N)):
+            continue
+        chunks = -(-T // bt)
+        if chunks <= 64:
+            out.append(L.ScanConfig(bb, bt, w, chunks * bt, flip=flip))
+        out += [L.ScanConfig(bb, bt, w, k * bt, flip=flip) for k in (1, 2, 4, 8, 32, 128)
+                if k < chunks and chunks <= 512 * k]
+        if chunks >= 16:
+            out.append(L.ScanConfig(bb, bt, w, bt, True, flip))
+    return out
+
+
+def wide_time_major_cases(algorithms=("discounted_returns", "gae", "vtrace")):
+    """fp32 time-major cases of a few estimators with ``wide_time_major_candidates``."""
+    return [(a, N, T, "fp32", "TN", "float", wide_time_major_candidates(N, T, a == "retrace"))
+            for N, T in ROOFLINE for a in algorithms]
+
+
 def cases(shapes=ROOFLINE):
     """(algorithm, N, T, dtype, layout, flags, candidate tiles) of the sweep."""
     out = []
@@ -119,10 +147,12 @@ def items(sweep):
     return [(c, cfg) for c in sweep for cfg in [None] + list(c[-1])]
 
 
-def run(out: Path, part=(0, 1), warm_only=False, only=None):
-    """This process's share of the sweep, into ``tile_probe.partI.csv`` unless warming;
-    ``only(case, tile)`` narrows it (the shipped tile always stays)."""
-    sweep = [(c, cfg) for c, cfg in items(cases()) if cfg is None or only is None or only(c, cfg)]
+def run(out: Path, part=(0, 1), warm_only=False, only=None, sweep_cases=None):
+    """This process's share of the sweep (``sweep_cases``, default ``cases()``), into
+    ``tile_probe.partI.csv`` unless warming; ``only(case, tile)`` narrows it (the shipped tile
+    always stays)."""
+    sweep = [(c, cfg) for c, cfg in items(sweep_cases or cases())
+             if cfg is None or only is None or only(c, cfg)]
     mine = sweep[part[0]::part[1]]
     path = out / f"tile_probe.part{part[0]}.csv"
     with (contextlib.nullcontext() if warm_only else open(path, "w", newline="")) as f:
@@ -183,9 +213,11 @@ def main(argv=None):
                    help="only flipped tiles and the wide estimators' one-warp tiles")
     p.add_argument("--runs", action="store_true",
                    help="only backward batch-major tiles held as runs of steps")
+    p.add_argument("--wide-time-major", action="store_true",
+                   help="only fp32 time-major tiles of 64 to 256 envs (wide_time_major_cases)")
     args = p.parse_args(argv)
+    sweep = wide_time_major_cases() if args.wide_time_major else cases()
     if args.list:
-        sweep = cases()
         print(f"{len(sweep)} cases, {len(items(sweep))} (case, tile) pairs")
         return
     i, k = (int(x) for x in args.part.split("/"))
@@ -193,7 +225,7 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     only = (_flipped_or_one_warp if args.flipped_and_one_warp else
             _backward_runs if args.runs else None)
-    run(out, (i, k), args.warm_only, only)
+    run(out, (i, k), args.warm_only, only, sweep)
 
 
 def _flipped_or_one_warp(case, cfg):

@@ -290,11 +290,11 @@ def look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, agg_
     """PHASE 3: publish this tile's aggregate (flag 1), compose the predecessors' aggregates
     back to the nearest inclusive prefix (flag 2; ``carry0`` before the first tile), publish
     this tile's inclusive prefix and return its incoming carry. ``link_ptr`` holds
-    ``[3, B, n_seg]``: aggregate a, aggregate b, inclusive prefix; flags follow the ticket
+    ``[3, n_seg, B]``: aggregate a, aggregate b, inclusive prefix; flags follow the ticket
     counter in ``status_ptr``."""
     flags = status_ptr + 1 + pid_b * n_seg
-    tl.store(link_ptr + rows * n_seg + pid_s, agg_a, mask=row_mask)
-    tl.store(link_ptr + (B + rows) * n_seg + pid_s, agg_b, mask=row_mask)
+    tl.store(link_ptr + pid_s * B + rows, agg_a, mask=row_mask)
+    tl.store(link_ptr + (n_seg + pid_s) * B + rows, agg_b, mask=row_mask)
     release(flags + pid_s, 1)
     if REVERSE:
         k = n_seg - 2 - pid_s
@@ -316,7 +316,7 @@ def look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, agg_
             state = tl.where(valid, tl.atomic_add(flags + seg, 0, mask=valid, sem="acquire"), 2)
         tl.debug_barrier()
         stop = tl.min(tl.where(state == 2, j, WINDOW), axis=0)
-        offs = rows[None, :] * n_seg + seg[:, None]
+        offs = seg[:, None] * B + rows[None, :]
         before = (j < stop)[:, None] & row_mask[None, :]
         at = (j == stop)[:, None]
         a = tl.load(link_ptr + offs, mask=before, other=0.0, cache_modifier=".cg")
@@ -331,7 +331,7 @@ def look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, agg_
         acc_a, acc_b = after_window(acc_a, acc_b, a, b)
         k = tl.where(stop < WINDOW, -1, k - WINDOW)
     carry = acc_a + acc_b * carry0
-    tl.store(link_ptr + (2 * B + rows) * n_seg + pid_s, agg_a + agg_b * carry, mask=row_mask)
+    tl.store(link_ptr + (2 * n_seg + pid_s) * B + rows, agg_a + agg_b * carry, mask=row_mask)
     if SHORTCUT:
         release(flags + pid_s, 2)
     return carry
@@ -384,7 +384,7 @@ def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE: tl.c
                 seg = pid_s + 1 + w + j
             else:
                 seg = pid_s - 1 - w - j
-            offs = rows[None, :] * n_seg + seg[:, None]
+            offs = seg[:, None] * B + rows[None, :]
             a = tl.load(agg_ptr + offs, mask=valid, other=0.0)
             b = tl.load(agg_ptr + B * n_seg + offs, mask=valid, other=1.0)
             acc_a, acc_b = after_window(acc_a, acc_b, a, b)
@@ -394,8 +394,8 @@ def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE: tl.c
 
 @triton.jit
 def store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, agg_a, agg_b):
-    tl.store(agg_ptr + rows * n_seg + pid_s, agg_a, mask=row_mask)
-    tl.store(agg_ptr + (B + rows) * n_seg + pid_s, agg_b, mask=row_mask)
+    tl.store(agg_ptr + pid_s * B + rows, agg_a, mask=row_mask)
+    tl.store(agg_ptr + (n_seg + pid_s) * B + rows, agg_b, mask=row_mask)
 
 
 @triton.jit
@@ -478,14 +478,14 @@ class Launch:
                         (*pointers, pointers[-1], pointers[-1], *self.one_pass), n)
             return
         if self.single_pass:
-            # [3, B, n_seg] aggregates and inclusive prefixes; a ticket counter, then a flag a
+            # [3, n_seg, B] aggregates and inclusive prefixes; a ticket counter, then a flag a
             # tile.
-            link = torch.empty((3, self.B, grid[1]), dtype=self.acc, device=self.device)
+            link = torch.empty((3, grid[1], self.B), dtype=self.acc, device=self.device)
             status = torch.zeros(1 + grid[0] * grid[1], dtype=torch.int32, device=self.device)
             D.run(kernel, (grid[0] * grid[1],), w, (*pointers, link, status, *self.middle, 3,
                                                     *self.tile), n)
             return
-        agg = torch.empty((2, self.B, grid[1]), dtype=self.acc, device=self.device)
+        agg = torch.empty((2, grid[1], self.B), dtype=self.acc, device=self.device)
         D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 1, *self.tile), n)
         D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 2, *self.tile), n)
 
