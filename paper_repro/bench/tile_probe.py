@@ -102,17 +102,23 @@ def time_major_candidates(N: int, T: int) -> list:
     return out + _flipped(out)
 
 
-def wide_time_major_candidates(N: int, T: int, retrace: bool) -> list:
-    """[T, N] tiles of 64 to 256 envs, where a warp's lanes all lie along the envs and each
-    thread scans its own steps in registers; time split into segments of 1 to 128 tiles (two
-    passes, at most 512 segments), or one tile a program (look-back), so that narrow batches
-    still fill the GPU."""
+# [T, N] tile families beyond the shipped ones: "wide", 64 to 256 envs, a warp's lanes all
+# along the envs so each thread scans its own steps in registers; "tall", 8 to 32 envs and up
+# to 256 steps with 4 to 16 warps, a whole short horizon in one tile.
+TIME_MAJOR_TILES = {
+    "wide": [(64, 16, 2), (64, 32, 4), (128, 8, 2), (128, 16, 4), (256, 8, 4), (128, 32, 8)],
+    "tall": [(16, 64, 4), (16, 64, 8), (16, 128, 8), (16, 128, 16), (8, 128, 4), (32, 128, 8),
+             (16, 256, 16)]}
+
+
+def time_major_split_candidates(N: int, T: int, retrace: bool, family: str) -> list:
+    """``TIME_MAJOR_TILES[family]``, each in one pass (up to 64 tiles a row), in two passes over
+    segments of 1 to 128 tiles (at most 512 segments), and as one-tile look-back programs."""
     pt, flip = _pow2(T), int(not retrace)
     out = []
-    for bb, bt, w in [(64, 16, 2), (64, 32, 4), (128, 8, 2), (128, 16, 4), (256, 8, 4),
-                      (128, 32, 8)]:
+    for bb, bt, w in TIME_MAJOR_TILES[family]:
         bt = min(bt, pt)
-        if bb > max(64, _pow2(N)):
+        if bb > max(64, _pow2(N)) or (bt < 64 and family == "tall"):
             continue
         chunks = -(-T // bt)
         if chunks <= 64:
@@ -124,9 +130,10 @@ def wide_time_major_candidates(N: int, T: int, retrace: bool) -> list:
     return out
 
 
-def wide_time_major_cases(algorithms=("discounted_returns", "gae", "vtrace")):
-    """fp32 time-major cases of a few estimators with ``wide_time_major_candidates``."""
-    return [(a, N, T, "fp32", "TN", "float", wide_time_major_candidates(N, T, a == "retrace"))
+def time_major_split_cases(family: str, algorithms=("discounted_returns", "gae", "vtrace")):
+    """fp32 time-major cases of a few estimators with ``time_major_split_candidates``."""
+    return [(a, N, T, "fp32", "TN", "float",
+             time_major_split_candidates(N, T, a == "retrace", family))
             for N, T in ROOFLINE for a in algorithms]
 
 
@@ -213,10 +220,10 @@ def main(argv=None):
                    help="only flipped tiles and the wide estimators' one-warp tiles")
     p.add_argument("--runs", action="store_true",
                    help="only backward batch-major tiles held as runs of steps")
-    p.add_argument("--wide-time-major", action="store_true",
-                   help="only fp32 time-major tiles of 64 to 256 envs (wide_time_major_cases)")
+    p.add_argument("--time-major", choices=sorted(TIME_MAJOR_TILES),
+                   help="only fp32 time-major tiles of one family (time_major_split_cases)")
     args = p.parse_args(argv)
-    sweep = wide_time_major_cases() if args.wide_time_major else cases()
+    sweep = time_major_split_cases(args.time_major) if args.time_major else cases()
     if args.list:
         print(f"{len(sweep)} cases, {len(items(sweep))} (case, tile) pairs")
         return

@@ -289,12 +289,13 @@ def look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, agg_
               carry0, REVERSE: tl.constexpr):
     """PHASE 3: publish this tile's aggregate (flag 1), compose the predecessors' aggregates
     back to the nearest inclusive prefix (flag 2; ``carry0`` before the first tile), publish
-    this tile's inclusive prefix and return its incoming carry. ``link_ptr`` holds
-    ``[3, n_seg, B]``: aggregate a, aggregate b, inclusive prefix; flags follow the ticket
-    counter in ``status_ptr``."""
+    this tile's inclusive prefix and return its incoming carry. ``link_ptr`` holds three
+    planes (``link_offsets``): aggregate a, aggregate b, inclusive prefix; flags follow the
+    ticket counter in ``status_ptr``."""
     flags = status_ptr + 1 + pid_b * n_seg
-    tl.store(link_ptr + pid_s * B + rows, agg_a, mask=row_mask)
-    tl.store(link_ptr + (n_seg + pid_s) * B + rows, agg_b, mask=row_mask)
+    mine = link_offsets(rows, pid_s, B, n_seg, rows.shape[0])
+    tl.store(link_ptr + mine, agg_a, mask=row_mask)
+    tl.store(link_ptr + B * n_seg + mine, agg_b, mask=row_mask)
     release(flags + pid_s, 1)
     if REVERSE:
         k = n_seg - 2 - pid_s
@@ -316,7 +317,7 @@ def look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, agg_
             state = tl.where(valid, tl.atomic_add(flags + seg, 0, mask=valid, sem="acquire"), 2)
         tl.debug_barrier()
         stop = tl.min(tl.where(state == 2, j, WINDOW), axis=0)
-        offs = seg[:, None] * B + rows[None, :]
+        offs = link_offsets(rows[None, :], seg[:, None], B, n_seg, rows.shape[0])
         before = (j < stop)[:, None] & row_mask[None, :]
         at = (j == stop)[:, None]
         a = tl.load(link_ptr + offs, mask=before, other=0.0, cache_modifier=".cg")
@@ -331,7 +332,7 @@ def look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, agg_
         acc_a, acc_b = after_window(acc_a, acc_b, a, b)
         k = tl.where(stop < WINDOW, -1, k - WINDOW)
     carry = acc_a + acc_b * carry0
-    tl.store(link_ptr + (2 * n_seg + pid_s) * B + rows, agg_a + agg_b * carry, mask=row_mask)
+    tl.store(link_ptr + 2 * B * n_seg + mine, agg_a + agg_b * carry, mask=row_mask)
     if SHORTCUT:
         release(flags + pid_s, 2)
     return carry
@@ -384,7 +385,7 @@ def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE: tl.c
                 seg = pid_s + 1 + w + j
             else:
                 seg = pid_s - 1 - w - j
-            offs = seg[:, None] * B + rows[None, :]
+            offs = link_offsets(rows[None, :], seg[:, None], B, n_seg, rows.shape[0])
             a = tl.load(agg_ptr + offs, mask=valid, other=0.0)
             b = tl.load(agg_ptr + B * n_seg + offs, mask=valid, other=1.0)
             acc_a, acc_b = after_window(acc_a, acc_b, a, b)
@@ -393,9 +394,24 @@ def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE: tl.c
 
 
 @triton.jit
+def link_offsets(rows, seg, B, n_seg, BB: tl.constexpr):
+    """Where the aggregates of ``rows`` (a block of BB) for segment ``seg`` lie in a plane of
+    ``B * n_seg``. Row blocks hold rows contiguous, so that a time-major window of predecessors
+    is scanned in each thread's registers (sm_90, 128x16 look-back tile: 665 -> 41 shuffles);
+    one-row blocks keep a row's segments contiguous, a window then being one or two cache
+    lines."""
+    if BB == 1:
+        offs = rows * n_seg + seg
+    else:
+        offs = seg * B + rows
+    return offs
+
+
+@triton.jit
 def store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, agg_a, agg_b):
-    tl.store(agg_ptr + pid_s * B + rows, agg_a, mask=row_mask)
-    tl.store(agg_ptr + (n_seg + pid_s) * B + rows, agg_b, mask=row_mask)
+    mine = link_offsets(rows, pid_s, B, n_seg, rows.shape[0])
+    tl.store(agg_ptr + mine, agg_a, mask=row_mask)
+    tl.store(agg_ptr + B * n_seg + mine, agg_b, mask=row_mask)
 
 
 @triton.jit
@@ -478,14 +494,14 @@ class Launch:
                         (*pointers, pointers[-1], pointers[-1], *self.one_pass), n)
             return
         if self.single_pass:
-            # [3, n_seg, B] aggregates and inclusive prefixes; a ticket counter, then a flag a
-            # tile.
-            link = torch.empty((3, grid[1], self.B), dtype=self.acc, device=self.device)
+            # Aggregates a and b and inclusive prefixes (link_offsets); a ticket counter, then
+            # a flag a tile.
+            link = torch.empty((3, self.B * grid[1]), dtype=self.acc, device=self.device)
             status = torch.zeros(1 + grid[0] * grid[1], dtype=torch.int32, device=self.device)
             D.run(kernel, (grid[0] * grid[1],), w, (*pointers, link, status, *self.middle, 3,
                                                     *self.tile), n)
             return
-        agg = torch.empty((2, grid[1], self.B), dtype=self.acc, device=self.device)
+        agg = torch.empty((2, self.B * grid[1]), dtype=self.acc, device=self.device)
         D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 1, *self.tile), n)
         D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 2, *self.tile), n)
 
