@@ -237,6 +237,8 @@ def test_heuristic_splits():
     assert kind(4096, 512, tm=True) == kind(4096, 128, tm=True) == "one pass"
     assert kind(32768, 32, retrace=True) == kind(32768, 32, tm=True) == "one pass"
     assert L.choose_config(4096, 512, False, 132, False).BLOCK_B == 1  # a row a program
+    assert L.choose_config(4096, 128, True, 132, True).BLOCK_T == 64  # time-major, T <= 128
+    assert L.choose_config(4096, 128, True, 132, True, True).BLOCK_T == 32
     assert L.choose_config(16, 524288, False, 132, True).num_warps == 1
     assert L.choose_config(1, 4194304, False, 132, True).seg_len == 8192
 
