@@ -1,12 +1,13 @@
 """Long-row probe: few long rows under the shipped tile against look-back and two-pass
 candidates held as runs of steps, fp32 and bf16, batch-major.
 
-    python -m paper_repro.bench.long_probe [warm I/K] > data/h200/long_probe.csv
+    python -m paper_repro.bench.long_probe [lookback] [warm I/K] > data/h200/long_probe.csv
 
 Lines: ``algorithm, num_envs, seq_len, dtype, tile, device_us, max_abs_diff`` (the tile as
 ``BLOCK_B x BLOCK_T x warps / seg<steps> / lb (look-back) or tp (two passes) / r<run>``; the
-difference is from the shipped tile's answer). ``warm I/K`` compiles share I of K without
-timing, so parallel processes fill Triton's cache first.
+difference is from the shipped tile's answer). ``lookback``: the look-back's tile and warps
+instead, fp32, at the shapes it serves. ``warm I/K`` compiles share I of K without timing, so
+parallel processes fill Triton's cache first.
 """
 from __future__ import annotations
 
@@ -30,6 +31,22 @@ def candidates(algorithm: str, dtype: str) -> list:
     return out
 
 
+LOOKBACK_SHAPES = [(64, 131072), (16, 524288)]
+LOOKBACK_ALGORITHMS = ["discounted_returns", "lambda_returns", "gae", "prefix_sum",
+                       "eligibility_traces", "vtrace"]
+
+
+def lookback_candidates(algorithm: str, dtype: str) -> list:
+    """None (the shipped tile), then one-tile look-back programs of 512 to 4096 steps in 1 to
+    16 warps, backward ones in runs of 4."""
+    from paper_repro.kernels import _launch as L
+
+    run = 0 if algorithm in ("prefix_sum", "eligibility_traces") else 4
+    return [None] + [L.ScanConfig(1, bt, w, bt, True, flip=run) for bt, w in
+                     ((512, 1), (1024, 2), (1024, 4), (2048, 4), (2048, 8), (4096, 8),
+                      (4096, 16))]
+
+
 def label(c) -> str:
     if c is None:
         return "shipped"
@@ -44,10 +61,17 @@ def main(argv=None):
     from paper_repro.tuning import device_time_us
 
     argv = sys.argv[1:] if argv is None else argv
+    lookback = bool(argv) and argv[0] == "lookback"
+    argv = argv[1:] if lookback else argv
     warm = bool(argv) and argv[0] == "warm"
     i, k = map(int, argv[1].split("/")) if warm else (0, 1)
-    items = [(a, n, t, dt, c) for n, t in SHAPES for a in ALGORITHMS for dt in ("fp32", "bf16")
-             for c in candidates(a, dt)][i::k]
+    if lookback:
+        items = [(a, n, t, "fp32", c) for n, t in LOOKBACK_SHAPES for a in LOOKBACK_ALGORITHMS
+                 for c in lookback_candidates(a, "fp32")]
+    else:
+        items = [(a, n, t, dt, c) for n, t in SHAPES for a in ALGORITHMS
+                 for dt in ("fp32", "bf16") for c in candidates(a, dt)]
+    items = items[i::k]
     current = None
     for a, n, t, dt, c in items:
         if current != (a, n, t, dt):
