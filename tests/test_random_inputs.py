@@ -10,6 +10,7 @@ from estimators import ESTIMATORS, LAYOUTS, make_inputs, outputs
 import paper_repro as P
 from paper_repro.baselines import reference as ref
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _plan
 
 IDS = [e.name for e in ESTIMATORS]
 
@@ -221,7 +222,7 @@ def test_heuristic_splits():
     (Retrace's from one) and for time-major inputs with few row blocks beyond 16384 steps (or
     under 16 envs, or Retrace's), reduce-then-scan for shorter few-row inputs and for up to
     four very long rows, one pass elsewhere; a look-back always walks one tile a program, in
-    one warp for the wide estimators."""
+    one warp for Retrace from four rows, in the estimator's warps otherwise."""
     def kind(N, T, tm=False, wide=False, retrace=False):
         c = L.choose_config(N, T, tm, 132, wide or retrace, retrace)
         assert not c.single_pass or c.seg_len == c.BLOCK_T
@@ -239,8 +240,32 @@ def test_heuristic_splits():
     assert L.choose_config(4096, 512, False, 132, False).BLOCK_B == 1  # a row a program
     assert L.choose_config(4096, 128, True, 132, True).BLOCK_T == 64  # time-major, T <= 128
     assert L.choose_config(4096, 128, True, 132, True, True).BLOCK_T == 32
-    assert L.choose_config(16, 524288, False, 132, True).num_warps == 1
+    assert L.choose_config(16, 524288, False, 132, True, True).num_warps == 1  # Retrace
+    assert L.choose_config(16, 524288, False, 132, True, lookback_warps=8).num_warps == 8
+    assert L.choose_config(64, 131072, False, 132, False).BLOCK_T == 2048
     assert L.choose_config(1, 4194304, False, 132, True).seg_len == 8192
+
+
+LOOKBACK_WARPS = {"vtrace": 8, "vtrace_clip_last_value": 8, "lambda_returns": 8,
+                  "discounted_returns": 8}
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_lookback_warps(est, kernels, monkeypatch):
+    """Each estimator hands the heuristic the warps of its long-row look-back tile (8 for the
+    returns and V-trace, long_probe.csv; 4 elsewhere)."""
+    seen, config_for = [], L.config_for
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("lookback_warps", 4))
+        return config_for(*args, **kwargs)
+
+    monkeypatch.setattr(L, "config_for", spy)
+    monkeypatch.setattr(_plan, "_PLANS", {})  # no recorded launch plans
+    with kernels_on(kernels):
+        est.call(P, make_inputs(3, 8, device=device_of(kernels)))
+    assert seen and set(seen) == {LOOKBACK_WARPS.get(est.name, 4)}
 
 
 def test_flip_rule():

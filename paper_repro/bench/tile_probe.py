@@ -189,7 +189,7 @@ def _sweep(pairs, writer, f):
             prep = _ours(case)
             want = [y.double() for y in prep.outputs(prep.call())]
         shipped = L.choose_config(N, T, layout == "TN", sms, a in WIDE, a == "retrace",
-                                  2 if dtype == "bf16" else 4)
+                                  2 if dtype == "bf16" else 4, lookback_warps(a))
         if cfg is not None and cfg == shipped:
             continue
         tile = shipped if cfg is None else cfg
@@ -245,6 +245,15 @@ def _backward_runs(case, cfg):
 
 
 FORWARD = ("eligibility_traces", "prefix_sum")
+
+
+def lookback_warps(algorithm: str) -> int:
+    """The warps the estimator asks for in a long row's look-back tile (``LOOKBACK_WARPS``)."""
+    from paper_repro.kernels import lambda_returns, vtrace
+
+    return {"discounted_returns": lambda_returns.LOOKBACK_WARPS,
+            "lambda_returns": lambda_returns.LOOKBACK_WARPS,
+            "vtrace": vtrace.LOOKBACK_WARPS}.get(algorithm, 4)
 
 
 if __name__ == "__main__":

@@ -242,15 +242,16 @@ def num_sms(device: torch.device) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
-                  retrace: bool = False, itemsize: int = 4) -> ScanConfig:
+                  retrace: bool = False, itemsize: int = 4, lookback_warps: int = 4) -> ScanConfig:
     """Tile heuristic, from the H200 sweeps in data/h200 (tuning.csv, split_probe*.csv: GAE and
     prefix-sum fp32; tile_probe.csv: every estimator, fp32 and bf16, both layouts). ``wide``:
     many live inputs (V-trace, Retrace), so half the tile; ``retrace``: one-warp tiles (its
     layout changes each cost a block barrier); ``itemsize``: bytes of a value input, which sets
-    the run length of batch-major backward tiles."""
+    the run length of batch-major backward tiles; ``lookback_warps``: the estimator's warps for
+    a long row's 2048-step look-back tile."""
     if time_major:
         return _time_major_config(B, T, sms, retrace)
-    config = _batch_major_config(B, T, sms, wide, retrace)
+    config = _batch_major_config(B, T, sms, wide, retrace, lookback_warps)
     return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
 
 
@@ -266,7 +267,8 @@ def run_length(BLOCK_T: int, itemsize: int, retrace: bool) -> int:
     return 4 if retrace else max(2, 16 // itemsize)
 
 
-def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool) -> ScanConfig:
+def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
+                        lookback_warps: int) -> ScanConfig:
     if retrace and 16 < T <= 256:
         # One warp (4096x128: 12.8 -> 11.4 us); two rows of 32 steps (32768x32: 63 -> 24 us;
         # roofline.csv).
@@ -308,12 +310,15 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool) -> 
             return ScanConfig(1, 1024, 4, 8192)
         if T >= 131072:
             # Single-pass look-back, one row-tile a program: the inputs are read once
-            # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7); the wide estimators in
-            # one-warp tiles from 4 rows up (64x131072: Retrace 379 -> 261 us, V-trace 134 ->
-            # 117; 4x1048576 V-trace 80 -> 73; 1x4194304 V-trace 84 -> 89, so not below).
-            if wide and B >= 4:
-                return ScanConfig(1, 256 if retrace else 512, 1, 256 if retrace else 512, True)
-            return ScanConfig(1, tile, 4, tile, True)
+            # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7); Retrace in one-warp tiles
+            # from 4 rows up (64x131072: 379 -> 261 us). 2048-step tiles in the estimator's
+            # warps (long_probe.csv, look-back rows; 64x131072 and 16x524288 in 8 warps:
+            # discounted returns 55.2 -> 49.9 and 59.7 -> 54.5 us, V-trace from one-warp
+            # 512-step tiles 103.8 -> 95.5 and 112.3 -> 101.7; GAE's 4 warps 56.1, 8: 63.7).
+            if retrace:
+                return ScanConfig(1, 256, 1, 256, True) if B >= 4 else \
+                    ScanConfig(1, tile, 4, tile, True)
+            return ScanConfig(1, 2048, lookback_warps, 2048, True)
         # Reduce-then-scan over time segments of >= 4 tiles, ~8 programs an SM
         # (4x1048576: 74.6 -> 56.0 us with 4096-step segments instead of 8192).
         want = triton_cdiv(8 * sms, row_blocks)
@@ -365,11 +370,12 @@ def _time_major_config(B: int, T: int, sms: int, retrace: bool) -> ScanConfig:
 
 
 def config_for(B: int, T: int, stride, device, wide: bool = False,
-               retrace: bool = False, itemsize: int = 4) -> ScanConfig:
+               retrace: bool = False, itemsize: int = 4, lookback_warps: int = 4) -> ScanConfig:
     forced = _FORCED_CONFIG[0]
     if forced is not None:
         return forced
-    return choose_config(B, T, is_time_major(stride), num_sms(device), wide, retrace, itemsize)
+    return choose_config(B, T, is_time_major(stride), num_sms(device), wide, retrace, itemsize,
+                         lookback_warps)
 
 
 @dataclass
