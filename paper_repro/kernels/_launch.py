@@ -248,10 +248,11 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
     many live inputs (V-trace, Retrace), so half the tile; ``retrace``: one-warp tiles (its
     layout changes each cost a block barrier); ``itemsize``: bytes of a value input, which sets
     the run length of batch-major backward tiles; ``lookback_warps``: the estimator's warps for
-    a long row's 2048-step look-back tile."""
+    a long row's 2048-step fp32 look-back tile."""
     if time_major:
         return _time_major_config(B, T, sms, retrace)
-    config = _batch_major_config(B, T, sms, wide, retrace, lookback_warps)
+    # bf16 runs of 8 kept 4 warps (64x131072 discounted returns in 8: 31.3 -> 40.3 us)
+    config = _batch_major_config(B, T, sms, wide, retrace, lookback_warps if itemsize == 4 else 4)
     return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
 
 
