@@ -242,7 +242,8 @@ def test_heuristic_splits():
     assert L.choose_config(4096, 128, True, 132, True, True).BLOCK_T == 32
     assert L.choose_config(16, 524288, False, 132, True, True).num_warps == 1  # Retrace
     assert L.choose_config(16, 524288, False, 132, True, lookback_warps=8).num_warps == 8
-    assert L.choose_config(16, 524288, False, 132, True, False, 2, 8).num_warps == 4  # bf16
+    assert L.choose_config(16, 524288, False, 132, False, False, 2, 8).num_warps == 4  # bf16
+    assert L.choose_config(16, 524288, False, 132, True, False, 2, 8).num_warps == 1
     assert L.choose_config(64, 131072, False, 132, False).BLOCK_T == 2048
     assert L.choose_config(1, 4194304, False, 132, True).seg_len == 8192
 

@@ -251,8 +251,7 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
     a long row's 2048-step fp32 look-back tile."""
     if time_major:
         return _time_major_config(B, T, sms, retrace)
-    # bf16 runs of 8 kept 4 warps (64x131072 discounted returns in 8: 31.3 -> 40.3 us)
-    config = _batch_major_config(B, T, sms, wide, retrace, lookback_warps if itemsize == 4 else 4)
+    config = _batch_major_config(B, T, sms, wide, retrace, lookback_warps, itemsize)
     return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
 
 
@@ -269,7 +268,7 @@ def run_length(BLOCK_T: int, itemsize: int, retrace: bool) -> int:
 
 
 def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
-                        lookback_warps: int) -> ScanConfig:
+                        lookback_warps: int, itemsize: int) -> ScanConfig:
     if retrace and 16 < T <= 256:
         # One warp (4096x128: 12.8 -> 11.4 us); two rows of 32 steps (32768x32: 63 -> 24 us;
         # roofline.csv).
@@ -311,15 +310,18 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
             return ScanConfig(1, 1024, 4, 8192)
         if T >= 131072:
             # Single-pass look-back, one row-tile a program: the inputs are read once
-            # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7); Retrace in one-warp tiles
-            # from 4 rows up (64x131072: 379 -> 261 us). 2048-step tiles in the estimator's
-            # warps (long_probe.csv, look-back rows; 64x131072 and 16x524288 in 8 warps:
-            # discounted returns 55.2 -> 49.9 and 59.7 -> 54.5 us, V-trace from one-warp
-            # 512-step tiles 103.8 -> 95.5 and 112.3 -> 101.7; GAE's 4 warps 56.1, 8: 63.7).
-            if retrace:
-                return ScanConfig(1, 256, 1, 256, True) if B >= 4 else \
-                    ScanConfig(1, tile, 4, tile, True)
-            return ScanConfig(1, 2048, lookback_warps, 2048, True)
+            # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7); the wide estimators in
+            # one-warp tiles from 4 rows up (64x131072: Retrace 379 -> 261 us, bf16 V-trace
+            # 70.6, in 2048-step tiles 82-86). fp32 2048-step tiles in the estimator's warps
+            # (long_probe.csv, look-back rows; 64x131072 and 16x524288 in 8 warps: discounted
+            # returns 55.2 -> 49.9 and 59.7 -> 54.5 us, V-trace from one-warp 512-step tiles
+            # 103.8 -> 95.5 and 112.3 -> 101.7; GAE's 4 warps 56.1, 8: 63.7; bf16 runs of 8 in
+            # 8 warps, roofline.csv at fc19174: discounted returns 31.3 -> 40.3 us).
+            if itemsize == 4 and not retrace:
+                return ScanConfig(1, 2048, lookback_warps, 2048, True)
+            if wide and B >= 4:
+                return ScanConfig(1, 256 if retrace else 512, 1, 256 if retrace else 512, True)
+            return ScanConfig(1, tile, 4, tile, True)
         # Reduce-then-scan over time segments of >= 4 tiles, ~8 programs an SM
         # (4x1048576: 74.6 -> 56.0 us with 4096-step segments instead of 8192).
         want = triton_cdiv(8 * sms, row_blocks)
