@@ -312,6 +312,17 @@ def test_targets_from_data():
     assert len(recorded) == 9 and set(recorded.met) <= {"yes", "no", "not recorded"}
 
 
+def test_targets_command(capsys):
+    """``python -m paper_repro.bench.targets`` prints every target with its verdict."""
+    from paper_repro.bench import targets
+
+    targets.main([])
+    out = capsys.readouterr().out
+    assert "time-major within 10 % of batch-major" in out and "4096x128 full call" in out
+    assert sum(line.rstrip().endswith((" yes", " no", "not recorded"))
+               for line in out.splitlines()) == 9
+
+
 def test_tile_probe_candidates_are_launchable():
     """Every candidate tile of the tile probe is one the engine can launch: a power-of-two tile
     dividing its segment, a look-back walking one tile a program, and the shipped tile not

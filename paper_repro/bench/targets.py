@@ -123,3 +123,18 @@ def targets_table(frame):
             _ratio_target(frame, "time-major within 10 % of batch-major",
                           dict(dtype="fp32", layout="TN"), 1.1)]
     return pd.DataFrame(rows, columns=["target", "measured", "met"])
+
+
+def main(argv=None):
+    """Print the targets table of the recorded data (``--gpu``: which data/<gpu> folder)."""
+    import argparse
+
+    p = argparse.ArgumentParser(description="Judge the performance targets from data/<gpu>.")
+    p.add_argument("--gpu", default=None, help="data/<gpu> folder (default: the recorded one)")
+    args = p.parse_args(argv)
+    with pd.option_context("display.max_colwidth", None, "display.width", 200):
+        print(targets_table(A.load(gpu=args.gpu)).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
