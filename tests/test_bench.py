@@ -327,11 +327,15 @@ def test_tile_probe_candidates_are_launchable():
     """Every candidate tile of the tile probe is one the engine can launch: a power-of-two tile
     dividing its segment, a look-back walking one tile a program, and the shipped tile not
     repeated; the narrowed sweep keeps every case's shipped tile."""
+    from paper_repro.bench import long_probe as LP
     from paper_repro.bench import tile_probe as TP
 
     sweep = TP.cases()
     assert len(sweep) == 4 * 3 * 7
-    for case in sweep:
+    families = [TP.time_major_split_cases(f) for f in TP.TIME_MAJOR_TILES]
+    lookback = [(None, None, None, LP.lookback_candidates(a, "fp32")[1:])
+                for a in LP.LOOKBACK_ALGORITHMS]
+    for case in sweep + families[0] + families[1] + lookback:
         configs = case[-1]
         assert len(set(configs)) == len(configs)
         for c in configs:
@@ -342,6 +346,31 @@ def test_tile_probe_candidates_are_launchable():
                 if cfg is None or TP._flipped_or_one_warp(c, cfg)]
     assert sum(cfg is None for _, cfg in narrowed) == len(sweep)
     assert all(cfg.flip or cfg.num_warps == 1 for _, cfg in narrowed if cfg is not None)
+
+
+@pytest.mark.gpu
+def test_probes_time_forced_tiles(monkeypatch, capsys):
+    """The tile and long-row probes time forced tiles against the shipped tile's answer: one
+    small time-major case of each, every row timed and matching."""
+    import csv
+    import io
+
+    from paper_repro.bench import long_probe as LP
+    from paper_repro.bench import tile_probe as TP
+
+    case = ("gae", 64, 256, "fp32", "TN", "float",
+            TP.time_major_split_candidates(64, 256, False, "tall")[:3])
+    f = io.StringIO()
+    TP._sweep(TP.items([case]), csv.writer(f), f)
+    rows = list(csv.DictReader(io.StringIO(f.getvalue()), fieldnames=TP.COLUMNS))
+    assert len(rows) >= 3 and all(float(r["device_us"]) > 0 for r in rows)
+    assert all(float(r["max_abs_diff"]) < 1e-4 for r in rows)
+    monkeypatch.setattr(LP, "LOOKBACK_SHAPES", [(4, 8192)])
+    monkeypatch.setattr(LP, "LOOKBACK_ALGORITHMS", ["discounted_returns"])
+    LP.main(["lookback"])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(LP.lookback_candidates("discounted_returns", "fp32"))
+    assert all(float(x.split(",")[-2]) > 0 and float(x.split(",")[-1]) < 1e-4 for x in lines)
 
 
 def test_sass_counts_compile_without_a_gpu():

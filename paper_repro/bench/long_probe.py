@@ -55,10 +55,7 @@ def label(c) -> str:
 
 
 def main(argv=None):
-    from paper_repro.bench.inputs import make_case
-    from paper_repro.bench.providers import _ours
-    from paper_repro.kernels import _launch as L
-    from paper_repro.tuning import device_time_us
+    from paper_repro.bench.forced import forced_time, prepared
 
     argv = sys.argv[1:] if argv is None else argv
     lookback = bool(argv) and argv[0] == "lookback"
@@ -76,16 +73,10 @@ def main(argv=None):
     for a, n, t, dt, c in items:
         if current != (a, n, t, dt):
             current = (a, n, t, dt)
-            prep = _ours(make_case(a, n, t, "plain", dt, "NT", "bool" if dt == "bf16" else "float",
-                                   device="cuda"))
-            want = [y.double() for y in prep.outputs(prep.call())]
-        with L.force_config(c):
-            got = prep.outputs(prep.call())
-            if warm:
-                continue
-            diff = max((g.double() - w).abs().max().item() for g, w in zip(got, want))
-            us = min(device_time_us(prep.call) for _ in range(2))
-        print(f"{a},{n},{t},{dt},{label(c)},{us:.3f},{diff:.3g}", flush=True)
+            _, prep, want = prepared(a, n, t, dt, "NT", "bool" if dt == "bf16" else "float")
+        diff, us = forced_time(prep, want, c, warm, repeats=2)
+        if not warm:
+            print(f"{a},{n},{t},{dt},{label(c)},{us:.3f},{diff:.3g}", flush=True)
 
 
 if __name__ == "__main__":

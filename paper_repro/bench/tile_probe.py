@@ -127,7 +127,7 @@ def time_major_split_candidates(N: int, T: int, retrace: bool, family: str) -> l
                 if k < chunks and chunks <= 512 * k]
         if chunks >= 16:
             out.append(L.ScanConfig(bb, bt, w, bt, True, flip))
-    return out
+    return list(dict.fromkeys(out))  # tiles capped at a short T can coincide
 
 
 def time_major_split_cases(family: str, algorithms=("discounted_returns", "gae", "vtrace")):
@@ -174,10 +174,8 @@ def _sweep(pairs, writer, f):
     """Time each (case, tile) pair (compile only when ``writer`` is None)."""
     import torch
 
-    from paper_repro.bench.inputs import make_case
-    from paper_repro.bench.providers import _ours
+    from paper_repro.bench.forced import forced_time, prepared
     from paper_repro.bench.roofline import min_bytes
-    from paper_repro.tuning import device_time_us
 
     warm_only = writer is None
     sms = L.num_sms(torch.device("cuda"))
@@ -185,21 +183,17 @@ def _sweep(pairs, writer, f):
     for (a, N, T, dtype, layout, flags, _), cfg in pairs:
         if current != (a, N, T, dtype, layout):
             current = (a, N, T, dtype, layout)
-            case = make_case(a, N, T, "plain", dtype, layout, flags, device="cuda")
-            prep = _ours(case)
-            want = [y.double() for y in prep.outputs(prep.call())]
+            case, prep, want = prepared(a, N, T, dtype, layout, flags)
         shipped = L.choose_config(N, T, layout == "TN", sms, a in WIDE, a == "retrace",
                                   2 if dtype == "bf16" else 4, lookback_warps(a))
         if cfg is not None and cfg == shipped:
             continue
         tile = shipped if cfg is None else cfg
         try:
-            with L.force_config(tile):
-                got = prep.outputs(prep.call())
-                if warm_only:
-                    continue
-                diff = f"{max((g.double() - w).abs().max().item() for g, w in zip(got, want)):.3g}"
-                us = round(device_time_us(prep.call), 3)
+            diff, us = forced_time(prep, want, tile, warm_only)
+            if warm_only:
+                continue
+            diff, us = f"{diff:.3g}", round(us, 3)
         except Exception as e:  # a tile that does not compile or launch is a result too
             if warm_only:
                 continue
