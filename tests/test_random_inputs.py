@@ -75,9 +75,12 @@ SPLITS = [L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=32),
           L.ScanConfig(BLOCK_B=4, BLOCK_T=32, num_warps=1, seg_len=1 << 20, flip=True),
           L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=32, flip=4),
           L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=16, single_pass=True, flip=4),
-          L.ScanConfig(BLOCK_B=4, BLOCK_T=32, num_warps=1, seg_len=1 << 20, flip=8)]
+          L.ScanConfig(BLOCK_B=4, BLOCK_T=32, num_warps=1, seg_len=1 << 20, flip=8),
+          L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=32, flip=-4),
+          L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=16, single_pass=True, flip=-2)]
 SPLIT_IDS = ["seg32", "seg8", "seg64", "lookback16", "lookback8", "seg32-flip", "lookback8-flip",
-             "one-flip", "seg32-runs4", "lookback16-runs4", "one-runs8"]
+             "one-flip", "seg32-runs4", "lookback16-runs4", "one-runs8", "seg32-interleaved4",
+             "lookback16-interleaved2"]
 
 
 def kernels_on(kernels):
@@ -95,13 +98,13 @@ def test_time_split_across_programs(est, config, kernels):
         check(est, d, TOL[torch.float32])
 
 
-@pytest.mark.parametrize("flip", [1, 4], ids=["latest-first", "runs4"])
+@pytest.mark.parametrize("flip", [1, 4, -4], ids=["latest-first", "runs4", "interleaved4"])
 @pytest.mark.parametrize("layout", LAYOUTS, ids=[x.name for x in LAYOUTS])
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_flipped_tiles_every_layout(est, layout, kernels, flip):
     """Backward scans over tiles held latest step first (or as runs of four ascending steps,
-    latest run first), in two passes, on every layout."""
+    latest run first, side by side or interleaved), in two passes, on every layout."""
     d = make_inputs(6, 37, device=device_of(kernels))
     with kernels_on(kernels), L.force_config(L.ScanConfig(4, 8, 1, 16, flip=flip)):
         check(est, d, TOL[torch.float32], layout)

@@ -104,8 +104,11 @@ def time_major_candidates(N: int, T: int) -> list:
 
 # [T, N] tile families beyond the shipped ones: "wide", 64 to 256 envs, a warp's lanes all
 # along the envs so each thread scans its own steps in registers; "tall", 8 to 32 envs and up
-# to 256 steps with 4 to 16 warps, a whole short horizon in one tile.
+# to 256 steps with 4 to 16 warps, a whole short horizon in one tile; "interleaved", tall tiles
+# whose steps a thread holds (every 32nd column) are runs of consecutive steps (flip < 0).
 TIME_MAJOR_TILES = {
+    "interleaved": [(16, 64, 4, -2), (16, 128, 4, -4), (16, 128, 8, -4), (16, 256, 8, -8),
+                    (32, 32, 1, -8), (32, 64, 1, -8), (16, 32, 1, -4)],
     "wide": [(64, 16, 2), (64, 32, 4), (128, 8, 2), (128, 16, 4), (256, 8, 4), (128, 32, 8)],
     "tall": [(16, 64, 4), (16, 64, 8), (16, 128, 8), (16, 128, 16), (8, 128, 4), (32, 128, 8),
              (16, 256, 16)]}
@@ -114,9 +117,10 @@ TIME_MAJOR_TILES = {
 def time_major_split_candidates(N: int, T: int, retrace: bool, family: str) -> list:
     """``TIME_MAJOR_TILES[family]``, each in one pass (up to 64 tiles a row), in two passes over
     segments of 1 to 128 tiles (at most 512 segments), and as one-tile look-back programs."""
-    pt, flip = _pow2(T), int(not retrace)
+    pt = _pow2(T)
     out = []
-    for bb, bt, w in TIME_MAJOR_TILES[family]:
+    for bb, bt, w, *order in TIME_MAJOR_TILES[family]:
+        flip = 0 if retrace else order[0] if order else 1
         bt = min(bt, pt)
         if bb > max(64, _pow2(N)) or (bt < 64 and family == "tall"):
             continue

@@ -102,6 +102,9 @@ def chunk_times(i, t_begin, n_chunks, BLOCK_T: tl.constexpr, REVERSE: tl.constex
             return first + BLOCK_T - 1 - p
         if FLIP > 1:
             return first + (BLOCK_T // FLIP - 1 - p // FLIP) * FLIP + p % FLIP
+        if FLIP < 0:  # runs of -FLIP steps interleaved: column k * G + g is run g's step k
+            G: tl.constexpr = BLOCK_T // -FLIP
+            return first + (G - 1 - p % G) * -FLIP + p // G
         return first + p
     return t_begin + i * BLOCK_T + p
 
@@ -172,7 +175,11 @@ def scan_tile(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
         if FLIP > 1:
             out, carry_out, b_edge, carry_in = scan_runs(
                 alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, FLIP)
+                n_seg, PHASE, BLOCK_T, FLIP, False)
+        elif FLIP < 0:
+            out, carry_out, b_edge, carry_in = scan_runs(
+                alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+                n_seg, PHASE, BLOCK_T, -FLIP, True)
         else:
             out, carry_out, b_edge, carry_in = scan_in_order(
                 alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
@@ -227,14 +234,19 @@ def combine_pair(ea_l, eb_l, ia_l, ib_l, ea_r, eb_r, ia_r, ib_r):
 
 @triton.jit
 def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
-              PHASE: tl.constexpr, BLOCK_T: tl.constexpr, R: tl.constexpr):
+              PHASE: tl.constexpr, BLOCK_T: tl.constexpr, R: tl.constexpr,
+              INTERLEAVED: tl.constexpr):
     """Backward scan of a tile held as runs of R ascending steps, latest run first: each
     thread composes its runs in registers, a forward scan across runs gives every run its
     incoming value, and the steps are then solved latest first inside the thread."""
     BB: tl.constexpr = alpha.shape[0]
     G: tl.constexpr = BLOCK_T // R
-    a = tl.reshape(alpha, [BB, G, R])
-    b = tl.reshape(beta, [BB, G, R])
+    if INTERLEAVED:
+        a = tl.permute(tl.reshape(alpha, [BB, R, G]), (0, 2, 1))
+        b = tl.permute(tl.reshape(beta, [BB, R, G]), (0, 2, 1))
+    else:
+        a = tl.reshape(alpha, [BB, G, R])
+        b = tl.reshape(beta, [BB, G, R])
     ga = run_step(a, R - 1, R)
     gb = run_step(b, R - 1, R)
     for k in tl.static_range(R - 2, -1, -1):
@@ -261,10 +273,18 @@ def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
         xb = b_k * xb
         out_a = tl.where(r == k, xa[:, :, None], out_a)
         out_b = tl.where(r == k, xb[:, :, None], out_b)
+    if INTERLEAVED:
+        out_a = tl.permute(out_a, (0, 2, 1))
+        out_b = tl.permute(out_b, (0, 2, 1))
+        later_a = tl.permute(later_a, (0, 2, 1))
+        later_b = tl.permute(later_b, (0, 2, 1))
+        earliest = G - 1
+    else:
+        earliest = BLOCK_T - R
     out = tl.reshape(out_a, [BB, BLOCK_T]) + tl.reshape(out_b, [BB, BLOCK_T]) * carry[:, None]
     later = (tl.reshape(later_a, [BB, BLOCK_T]) +
              tl.reshape(later_b, [BB, BLOCK_T]) * carry[:, None])
-    return out, column(out, BLOCK_T - R, BLOCK_T), agg_b, later
+    return out, column(out, earliest, BLOCK_T), agg_b, later
 
 
 @triton.jit
@@ -343,7 +363,11 @@ def next_in_time(out, carry_in, BLOCK_T: tl.constexpr, FLIP: tl.constexpr):
     """``out`` shifted one step later in time (backward scans); the latest step of the tile
     takes ``carry_in``, the fourth value ``scan_tile`` returned (with FLIP > 1, that value is
     the shifted tile already)."""
-    if FLIP > 1:  # scan_runs solved the shifted tile with the tile itself
+    # scan_runs solved the shifted tile with the tile itself (separate static branches: an
+    # ``or`` of constexprs is not static in every Triton version)
+    if FLIP > 1:  # noqa: SIM114
+        shifted = carry_in
+    elif FLIP < 0:
         shifted = carry_in
     else:
         cols = tl.arange(0, BLOCK_T)
@@ -481,7 +505,7 @@ class Launch:
         self.launchers = {}  # one-pass direct launchers by device and pointer alignment
         if self.single_pass and config.seg_len != config.BLOCK_T:
             raise ValueError("a single-pass split takes one tile per program (seg_len == BLOCK_T)")
-        if config.flip > 1 and config.BLOCK_T % config.flip:
+        if abs(config.flip) > 1 and config.BLOCK_T % abs(config.flip):
             raise ValueError(f"runs of {config.flip} steps must divide BLOCK_T={config.BLOCK_T}")
 
     def __call__(self, pointers: tuple):
