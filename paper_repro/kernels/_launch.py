@@ -214,7 +214,8 @@ class ScanConfig:
     seg_len: int  # time steps per program along time (== padded T when not split)
     single_pass: bool = False  # split time by look-back (seg_len == BLOCK_T), not two passes
     # Backward scans: tiles hold runs of ``flip`` ascending steps, latest run first, and scan
-    # forward (1: latest step first; 0: time ascending, Triton's reverse scan; chunk_times).
+    # forward (1: latest step first; 0: time ascending, Triton's reverse scan; -R: runs of R
+    # interleaved, column k * G + g holding run g's step k; chunk_times).
     flip: int = 0
 
     def grid(self, B: int, T: int):

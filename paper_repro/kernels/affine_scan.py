@@ -94,7 +94,8 @@ def chunk_times(i, t_begin, n_chunks, BLOCK_T: tl.constexpr, REVERSE: tl.constex
     """Times of the i-th tile's columns. Backward scans with ``FLIP = R > 0`` hold the tile as
     runs of R ascending steps, latest run first, so that a forward scan runs backward in time:
     Triton's reverse scan reverses lanes and warps around a forward one. R = 1 is the latest
-    step first, which cannot be vectorised along time; R = 4 keeps 128-bit loads."""
+    step first, which cannot be vectorised along time; R = 4 keeps 128-bit loads. ``FLIP = -R``
+    interleaves the runs, for tiles whose threads hold every G-th column (time-major)."""
     p = tl.arange(0, BLOCK_T)
     if REVERSE:
         first = t_begin + (n_chunks - 1 - i) * BLOCK_T
