@@ -335,11 +335,12 @@ def test_tile_probe_candidates_are_launchable():
     families = [TP.time_major_split_cases(f) for f in TP.TIME_MAJOR_TILES]
     lookback = [(None, None, None, LP.lookback_candidates(a, "fp32")[1:])
                 for a in LP.LOOKBACK_ALGORITHMS]
-    for case in sweep + families[0] + families[1] + lookback:
+    for case in sweep + sum(families, []) + lookback:
         configs = case[-1]
         assert len(set(configs)) == len(configs)
         for c in configs:
             assert c.BLOCK_T & (c.BLOCK_T - 1) == 0 and c.seg_len % c.BLOCK_T == 0
+            assert c.BLOCK_T % max(1, abs(c.flip)) == 0
             assert not c.single_pass or c.seg_len == c.BLOCK_T
             assert c.num_warps in (1, 2, 4, 8, 16)
     narrowed = [(c, cfg) for c, cfg in TP.items(sweep)

@@ -104,8 +104,9 @@ def time_major_candidates(N: int, T: int) -> list:
 
 # [T, N] tile families beyond the shipped ones: "wide", 64 to 256 envs, a warp's lanes all
 # along the envs so each thread scans its own steps in registers; "tall", 8 to 32 envs and up
-# to 256 steps with 4 to 16 warps, a whole short horizon in one tile; "interleaved", tall tiles
-# whose steps a thread holds (every 32nd column) are runs of consecutive steps (flip < 0).
+# to 256 steps with 4 to 16 warps, a whole short horizon in one tile; "interleaved", tiles
+# whose columns a thread holds (every 8 x warps-th for 16 envs) are runs of consecutive steps
+# (flip < 0).
 TIME_MAJOR_TILES = {
     "interleaved": [(16, 64, 4, -2), (16, 128, 4, -4), (16, 128, 8, -4), (16, 256, 8, -8),
                     (32, 32, 1, -8), (32, 64, 1, -8), (16, 32, 1, -4)],
