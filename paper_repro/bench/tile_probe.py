@@ -106,8 +106,11 @@ def time_major_candidates(N: int, T: int) -> list:
 # along the envs so each thread scans its own steps in registers; "tall", 8 to 32 envs and up
 # to 256 steps with 4 to 16 warps, a whole short horizon in one tile; "interleaved", tiles
 # whose columns a thread holds (every 8 x warps-th for 16 envs) are runs of consecutive steps
-# (flip < 0).
+# (flip < 0); "runs", interleaved tiles of 16 to 64 envs (a thread's columns: every
+# (BLOCK_B / 4 lanes across the envs, the rest and every warp along time)-th step).
 TIME_MAJOR_TILES = {
+    "runs": [(16, 128, 4, -4), (16, 32, 1, -4), (32, 32, 1, -8), (32, 16, 1, -4),
+             (32, 128, 4, -8), (64, 32, 2, -8), (16, 256, 8, -8)],
     "interleaved": [(16, 64, 4, -2), (16, 128, 4, -4), (16, 128, 8, -4), (16, 256, 8, -8),
                     (32, 32, 1, -8), (32, 64, 1, -8), (16, 32, 1, -4)],
     "wide": [(64, 16, 2), (64, 32, 4), (128, 8, 2), (128, 16, 4), (256, 8, 4), (128, 32, 8)],
@@ -221,8 +224,12 @@ def main(argv=None):
                    help="only backward batch-major tiles held as runs of steps")
     p.add_argument("--time-major", choices=sorted(TIME_MAJOR_TILES),
                    help="only fp32 time-major tiles of one family (time_major_split_cases)")
+    p.add_argument("--estimators", nargs="+", choices=ALGORITHMS,
+                   default=["discounted_returns", "gae", "vtrace"],
+                   help="with --time-major: the estimators to probe")
     args = p.parse_args(argv)
-    sweep = time_major_split_cases(args.time_major) if args.time_major else cases()
+    sweep = (time_major_split_cases(args.time_major, tuple(args.estimators)) if args.time_major
+             else cases())
     if args.list:
         print(f"{len(sweep)} cases, {len(items(sweep))} (case, tile) pairs")
         return

@@ -107,6 +107,9 @@ def chunk_times(i, t_begin, n_chunks, BLOCK_T: tl.constexpr, REVERSE: tl.constex
             G: tl.constexpr = BLOCK_T // -FLIP
             return first + (G - 1 - p % G) * -FLIP + p // G
         return first + p
+    if FLIP < 0:  # forward: interleaved runs in time order, column k * G + g run g's step k
+        G_F: tl.constexpr = BLOCK_T // -FLIP
+        return t_begin + i * BLOCK_T + (p % G_F) * -FLIP + p // G_F
     return t_begin + i * BLOCK_T + p
 
 
@@ -176,15 +179,19 @@ def scan_tile(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
         if FLIP > 1:
             out, carry_out, b_edge, carry_in = scan_runs(
                 alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, FLIP, False)
+                n_seg, PHASE, BLOCK_T, FLIP, False, True)
         elif FLIP < 0:
             out, carry_out, b_edge, carry_in = scan_runs(
                 alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, -FLIP, True)
+                n_seg, PHASE, BLOCK_T, -FLIP, True, True)
         else:
             out, carry_out, b_edge, carry_in = scan_in_order(
                 alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
                 n_seg, PHASE, BLOCK_T, REVERSE, FLIP)
+    elif FLIP < 0:
+        out, carry_out, b_edge, carry_in = scan_runs(
+            alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
+            PHASE, BLOCK_T, -FLIP, True, False)
     else:
         out, carry_out, b_edge, carry_in = scan_in_order(
             alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
@@ -236,10 +243,11 @@ def combine_pair(ea_l, eb_l, ia_l, ib_l, ea_r, eb_r, ia_r, ib_r):
 @triton.jit
 def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
               PHASE: tl.constexpr, BLOCK_T: tl.constexpr, R: tl.constexpr,
-              INTERLEAVED: tl.constexpr):
-    """Backward scan of a tile held as runs of R ascending steps, latest run first: each
-    thread composes its runs in registers, a forward scan across runs gives every run its
-    incoming value, and the steps are then solved latest first inside the thread."""
+              INTERLEAVED: tl.constexpr, REVERSE: tl.constexpr):
+    """Scan of a tile held as runs of R ascending steps (backward: latest run first; forward:
+    interleaved runs in time order): each thread composes its runs in registers, a forward
+    scan across runs gives every run its incoming value, and the steps are then solved inside
+    the thread in scan order."""
     BB: tl.constexpr = alpha.shape[0]
     G: tl.constexpr = BLOCK_T // R
     if INTERLEAVED:
@@ -248,44 +256,66 @@ def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
     else:
         a = tl.reshape(alpha, [BB, G, R])
         b = tl.reshape(beta, [BB, G, R])
-    ga = run_step(a, R - 1, R)
-    gb = run_step(b, R - 1, R)
-    for k in tl.static_range(R - 2, -1, -1):
-        ga, gb = combine(ga, gb, run_step(a, k, R), run_step(b, k, R))
+    if REVERSE:
+        ga = run_step(a, R - 1, R)
+        gb = run_step(b, R - 1, R)
+        for k in tl.static_range(R - 2, -1, -1):
+            ga, gb = combine(ga, gb, run_step(a, k, R), run_step(b, k, R))
+    else:
+        ga = run_step(a, 0, R)
+        gb = run_step(b, 0, R)
+        for k in tl.static_range(1, R):
+            ga, gb = combine(ga, gb, run_step(a, k, R), run_step(b, k, R))
     ea, eb, ia, ib = tl.associative_scan((ga * 0.0, gb * 0.0 + 1.0, ga, gb), 1, combine_pair)
     last = (tl.arange(0, G) == G - 1)[None, :]
     agg_b = tl.sum(tl.where(last, ib, 0.0), axis=1)
     if PHASE == 3:
         carry = look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
-                          tl.sum(tl.where(last, ia, 0.0), axis=1), agg_b, carry, True)
+                          tl.sum(tl.where(last, ia, 0.0), axis=1), agg_b, carry, REVERSE)
     # Each step solved as xa + xb * carry, so that the carry is applied on the [BLOCK_B,
     # BLOCK_T] tile as scan_in_order does (its layout stays put, no shared-memory trips).
     r = tl.arange(0, R)[None, None, :]
-    xa, xb = ea, eb  # the value after each run's latest step
+    xa, xb = ea, eb  # the value entering each run
     out_a = a * 0.0
     out_b = out_a
-    later_a = out_a
-    later_b = out_a
-    for k in tl.static_range(R - 1, -1, -1):
-        later_a = tl.where(r == k, xa[:, :, None], later_a)
-        later_b = tl.where(r == k, xb[:, :, None], later_b)
-        b_k = run_step(b, k, R)
-        xa = run_step(a, k, R) + b_k * xa
-        xb = b_k * xb
-        out_a = tl.where(r == k, xa[:, :, None], out_a)
-        out_b = tl.where(r == k, xb[:, :, None], out_b)
+    if REVERSE:
+        later_a = out_a
+        later_b = out_a
+        for k in tl.static_range(R - 1, -1, -1):
+            later_a = tl.where(r == k, xa[:, :, None], later_a)
+            later_b = tl.where(r == k, xb[:, :, None], later_b)
+            b_k = run_step(b, k, R)
+            xa = run_step(a, k, R) + b_k * xa
+            xb = b_k * xb
+            out_a = tl.where(r == k, xa[:, :, None], out_a)
+            out_b = tl.where(r == k, xb[:, :, None], out_b)
+    else:
+        for k in tl.static_range(0, R):
+            b_k = run_step(b, k, R)
+            xa = run_step(a, k, R) + b_k * xa
+            xb = b_k * xb
+            out_a = tl.where(r == k, xa[:, :, None], out_a)
+            out_b = tl.where(r == k, xb[:, :, None], out_b)
+        later_a = out_a  # forward scans use no shifted tile
+        later_b = out_b
     if INTERLEAVED:
         out_a = tl.permute(out_a, (0, 2, 1))
         out_b = tl.permute(out_b, (0, 2, 1))
         later_a = tl.permute(later_a, (0, 2, 1))
         later_b = tl.permute(later_b, (0, 2, 1))
-        earliest = G - 1
+    # The column whose value leaves the tile: the earliest step (backward), the latest
+    # (forward; column BLOCK_T - 1 in either run order).
+    if REVERSE:
+        if INTERLEAVED:
+            leaving = G - 1
+        else:
+            leaving = BLOCK_T - R
     else:
-        earliest = BLOCK_T - R
+        leaving = BLOCK_T - 1
     out = tl.reshape(out_a, [BB, BLOCK_T]) + tl.reshape(out_b, [BB, BLOCK_T]) * carry[:, None]
     later = (tl.reshape(later_a, [BB, BLOCK_T]) +
              tl.reshape(later_b, [BB, BLOCK_T]) * carry[:, None])
-    return out, column(out, earliest, BLOCK_T), agg_b, later
+    return out, column(out, leaving, BLOCK_T), agg_b, later
 
 
 @triton.jit
