@@ -222,10 +222,11 @@ def test_prefetch_switch(est, prefetch, config, kernels):
 
 def test_heuristic_splits():
     """Which launch the H200 heuristic picks: look-back for very long rows from five rows up
-    (Retrace's from one) and for time-major inputs with few row blocks beyond 16384 steps (or
-    under 16 envs, or Retrace's), reduce-then-scan for shorter few-row inputs and for up to
-    four very long rows, one pass elsewhere; a look-back always walks one tile a program, in
-    one warp for Retrace from four rows, in the estimator's warps otherwise."""
+    (Retrace's from one) and for time-major inputs with few row blocks beyond 16384 steps
+    under 32 envs, under 16, V-trace's or Retrace's (fp32 from 32 envs: two passes),
+    reduce-then-scan for shorter few-row inputs and for up to four very long rows, one pass
+    elsewhere; a look-back always walks one tile a program, in one warp for Retrace from four
+    rows, in the estimator's warps otherwise."""
     def kind(N, T, tm=False, wide=False, retrace=False):
         c = L.choose_config(N, T, tm, 132, wide or retrace, retrace)
         assert not c.single_pass or c.seg_len == c.BLOCK_T
@@ -236,7 +237,11 @@ def test_heuristic_splits():
     assert kind(4, 1048576, retrace=True) == "look-back"
     assert kind(512, 4096) == kind(4096, 128) == kind(8192, 4096) == "one pass"
     assert kind(512, 4096, tm=True, retrace=True) == kind(4, 1048576, tm=True) == "look-back"
-    assert kind(64, 131072, tm=True) == kind(64, 131072, retrace=True) == "look-back"
+    assert kind(64, 131072, retrace=True) == kind(64, 131072, tm=True, wide=True) == "look-back"
+    assert kind(16, 131072, tm=True) == kind(64, 131072, tm=True, retrace=True) == "look-back"
+    assert kind(64, 131072, tm=True) == kind(32, 524288, tm=True) == "two-pass"
+    # about two programs an SM: 64 rows in two row blocks of 32, 128 segments of 1024 steps
+    assert L.choose_config(64, 131072, True, 132, False).seg_len == 1024
     assert kind(512, 4096, tm=True) == "two-pass"
     assert kind(4096, 512, tm=True) == kind(4096, 128, tm=True) == "one pass"
     assert kind(32768, 32, retrace=True) == kind(32768, 32, tm=True) == "one pass"
@@ -275,15 +280,19 @@ def test_lookback_warps(est, kernels, monkeypatch):
 
 
 def test_flip_rule():
-    """Time-major tiles latest step first (but not Retrace's), fp32 16-env tiles of few row
-    blocks as interleaved runs of the steps a thread holds; batch-major backward tiles of 16
+    """Time-major tiles latest step first (but not Retrace's), fp32 tiles of 16 steps or more
+    as interleaved runs of the steps a thread holds; batch-major backward tiles of 16
     steps or more as runs of one 16-byte load's steps (Retrace: 4)."""
     assert L.choose_config(4096, 128, True, 132, False).flip == -4  # 16x128, 4 warps
     assert L.choose_config(4096, 64, True, 132, False).flip == -2
-    assert L.choose_config(512, 4096, True, 132, True).flip == -4  # V-trace, 16x32, 1 warp
-    assert L.choose_config(64, 131072, True, 132, False).flip == -4  # look-back
+    assert L.choose_config(512, 4096, True, 132, True).flip == -4  # V-trace, 32x16, 1 warp
+    assert L.choose_config(512, 4096, True, 132, False).flip == -8  # 32x32, 1 warp
+    assert L.choose_config(64, 131072, True, 132, False).flip == -8  # 32x128, 4 warps
+    assert L.choose_config(16, 131072, True, 132, False).flip == -4  # 16x128 look-back
     assert L.choose_config(512, 4096, True, 132, True, itemsize=2).flip == 1
-    assert L.choose_config(32768, 32, True, 132, False).flip == 1
+    assert L.choose_config(32768, 32, True, 132, False).flip == -4  # 32x16, 1 warp
+    assert L.choose_config(32768, 8, True, 132, False).flip == 1
+    assert L.choose_config(32768, 32, True, 132, False, itemsize=8).flip == 1
     assert not L.choose_config(512, 4096, True, 132, True, True).flip
     for N, T in ((4096, 128), (512, 4096), (64, 131072), (32768, 32), (8192, 4096)):
         assert L.choose_config(N, T, False, 132, False).flip == 4

@@ -251,7 +251,7 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
     the run length of batch-major backward tiles; ``lookback_warps``: the estimator's warps for
     a long row's 2048-step fp32 look-back tile."""
     if time_major:
-        return _time_major_config(B, T, sms, retrace, itemsize)
+        return _time_major_config(B, T, sms, wide, retrace, itemsize)
     config = _batch_major_config(B, T, sms, wide, retrace, lookback_warps, itemsize)
     return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
 
@@ -332,23 +332,26 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
     return ScanConfig(BLOCK_B, BLOCK_T, num_warps, seg_chunks * BLOCK_T)
 
 
-def _interleaved(BLOCK_T: int, num_warps: int, itemsize: int) -> int:
-    """``flip`` of an fp32 16-env time-major tile held as interleaved runs: its rows span 4
-    lanes (a 16-byte load holds 4 envs), so 8 lanes and every warp lie along time and a thread
-    holds every (8 * warps)-th column; interleaved runs make those columns consecutive steps,
-    composed in registers (tile_probe.csv, interleaved rows: 4096x128 0.76-0.85x the time of
-    the tile latest step first). Other dtypes lay the tile out otherwise: latest step first."""
-    R = BLOCK_T // (8 * num_warps)
+def _interleaved(BLOCK_B: int, BLOCK_T: int, num_warps: int, itemsize: int) -> int:
+    """``flip`` of an fp32 time-major tile held as interleaved runs: a 16-byte load holds 4
+    envs, so a row block spans BLOCK_B / 4 lanes and the warp's other lanes and every warp lie
+    along time; a thread holds every G-th column, and interleaved runs make its columns
+    consecutive steps, composed in registers (tile_probe.csv, interleaved and runs rows:
+    4096x128 16x128 tiles 0.76-0.85x the time of latest step first, 32768x32 32x16 tiles
+    0.84-0.98x). Other dtypes lay the tile out otherwise: latest step first."""
+    R = BLOCK_T * BLOCK_B // (128 * num_warps)
     return -R if itemsize == 4 and R > 1 else 1
 
 
-def _time_major_config(B: int, T: int, sms: int, retrace: bool, itemsize: int) -> ScanConfig:
+def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
+                       itemsize: int) -> ScanConfig:
     """``[T, B]`` inputs: tiles across the contiguous batch axis. Backward scans hold their
     tiles latest step first (``flip``; time is not the vectorised axis here), which saves
     Triton's lane reversal: 32768x32 GAE 7.3 -> 4.1 us, 512x4096 28.7 -> 19.7 (roofline.csv),
-    or, fp32 16-env tiles, as interleaved runs (``_interleaved``). Retrace keeps the reverse
-    scan (flipped: 3-7 % slower, tile_probe.csv)."""
+    or, fp32, as interleaved runs (``_interleaved``; forward scans too). Retrace keeps the
+    reverse scan (flipped: 3-7 % slower, tile_probe.csv)."""
     flip = not retrace
+    fp32 = itemsize == 4 and not retrace
     if B < 16:
         # As tall as the batch, 2048 elements; long: look-back (4x1048576: 164 -> 77 us).
         BLOCK_B = _pow2(B)
@@ -360,9 +363,12 @@ def _time_major_config(B: int, T: int, sms: int, retrace: bool, itemsize: int) -
     row_blocks = triton_cdiv(B, 16)
     if row_blocks >= 4 * sms and T <= 128 and not retrace:
         # Rows abound: 32x16 one-warp tiles (32768x32 GAE, flipped: 4.3 us; 128x8 one-warp 4.6,
-        # 16x32 four-warp 7.7; tile_probe.csv).
+        # 16x32 four-warp 7.7; tile_probe.csv), fp32 in interleaved runs of 4 (runs rows:
+        # discounted returns 3.65 -> 3.37 us, GAE 4.12 -> 4.05, V-trace 6.93 -> 5.84).
         BLOCK_T = min(_pow2(T), 16)
-        return ScanConfig(32, BLOCK_T, 1, triton_cdiv(T, BLOCK_T) * BLOCK_T, flip=flip)
+        return ScanConfig(32, BLOCK_T, 1, triton_cdiv(T, BLOCK_T) * BLOCK_T,
+                          flip=_interleaved(32, BLOCK_T, 1, itemsize) if fp32 and BLOCK_T == 16
+                          else flip)
     if T <= 128 or row_blocks >= 4 * sms:
         # 16x32 tiles (4096x128: 12.6 -> 6.6 us); one warp each when rows abound. Up to 128
         # steps from fewer row blocks: 16x64 (4096x128 discounted returns 4.07 -> 3.95 us, GAE
@@ -370,9 +376,9 @@ def _time_major_config(B: int, T: int, sms: int, retrace: bool, itemsize: int) -
         # 16xT tile in interleaved runs (16x128 in runs of 4: 4.02 -> 3.40, 4.42 -> 3.55, 6.06
         # -> 4.63 against 16x64 latest step first).
         few = row_blocks < 4 * sms
-        if few and T > 32 and not retrace and itemsize == 4:
+        if few and T > 32 and fp32:
             BLOCK_T = _pow2(T)
-            return ScanConfig(16, BLOCK_T, 4, BLOCK_T, flip=_interleaved(BLOCK_T, 4, itemsize))
+            return ScanConfig(16, BLOCK_T, 4, BLOCK_T, flip=_interleaved(16, BLOCK_T, 4, 4))
         BLOCK_T = 64 if few and T > 64 and not retrace else min(_pow2(T), 32)
         warps = 4 if few else 1
         return ScanConfig(16, BLOCK_T, warps, triton_cdiv(T, BLOCK_T) * BLOCK_T, flip=flip)
@@ -381,18 +387,31 @@ def _time_major_config(B: int, T: int, sms: int, retrace: bool, itemsize: int) -
     chunks = triton_cdiv(T, BLOCK_T)
     if row_blocks < sms // 2 and chunks >= 16:
         if T <= 16384 and not retrace:
-            # Two passes over 128-step segments of one-warp tiles (512x4096, flipped: GAE 23.4
-            # -> 20.0 us, discounted returns 21.6 -> 16.8 against look-back; tile_probe.csv),
-            # fp32 16x32 in interleaved runs (discounted returns 13.96 -> 12.01 us against
-            # 32x16 latest step first, GAE 16.36 -> 14.97, V-trace 34.7 -> 28.3).
-            if itemsize == 4:
-                return ScanConfig(16, 32, 1, 128, flip=_interleaved(32, 1, itemsize))
+            # Two passes over short segments of one-warp tiles (512x4096, flipped: GAE 23.4 ->
+            # 20.0 us, discounted returns 21.6 -> 16.8 against look-back; tile_probe.csv). fp32
+            # in interleaved runs (runs rows): 32x32 over 128 steps (discounted returns 11.9 ->
+            # 11.0 us, GAE 15.0 -> 14.1 against 16x32), V-trace 32x16 over 64 (27.4 -> 24.9;
+            # its 32x32 tiles spill: 210 us).
+            if fp32 and wide:
+                return ScanConfig(32, 16, 1, 64, flip=_interleaved(32, 16, 1, 4))
+            if fp32:
+                return ScanConfig(32, 32, 1, 128, flip=_interleaved(32, 32, 1, 4))
             return ScanConfig(32, 16, 1, 128, flip=flip)
+        if fp32 and B >= 32:
+            # 32x128 tiles in interleaved runs of 8 (runs rows, 64x131072): two passes over
+            # segments for about two programs an SM (discounted returns 73.6 -> 54.8 us, GAE
+            # 77.8 -> 70.8, the prefix sum 72.2 -> 54.9 against 16x128 look-back); V-trace by
+            # look-back (111.7 -> 102.3; two passes spill).
+            if wide:
+                return ScanConfig(32, 128, 4, 128, True, _interleaved(32, 128, 4, 4))
+            want = triton_cdiv(2 * sms, triton_cdiv(B, 32))
+            seg_chunks = max(4, triton_cdiv(chunks, want))
+            return ScanConfig(32, 128, 4, seg_chunks * 128, flip=_interleaved(32, 128, 4, 4))
         # Single-pass look-back (512x4096: 45.2 -> 29.3 us, 64x131072: 215 -> 124), interleaved
         # runs (64x131072: discounted returns 79.4 -> 74.2 us, GAE 86.6 -> 78.6, V-trace 134
         # -> 113).
         return ScanConfig(16, BLOCK_T, 4, BLOCK_T, True,
-                          0 if retrace else _interleaved(BLOCK_T, 4, itemsize))
+                          _interleaved(16, BLOCK_T, 4, 4) if fp32 else 0 if retrace else flip)
     return ScanConfig(16, BLOCK_T, 4, chunks * BLOCK_T, flip=flip)
 
 
