@@ -107,10 +107,13 @@ def time_major_candidates(N: int, T: int) -> list:
 # to 256 steps with 4 to 16 warps, a whole short horizon in one tile; "interleaved", tiles
 # whose columns a thread holds (every 8 x warps-th for 16 envs) are runs of consecutive steps
 # (flip < 0); "runs", interleaved tiles of 16 to 64 envs (a thread's columns: every
-# (BLOCK_B / 4 lanes across the envs, the rest and every warp along time)-th step).
+# (BLOCK_B / 4 lanes across the envs, the rest and every warp along time)-th step);
+# "more-warps", the same with more warps or envs a tile (fewer registers a thread).
 TIME_MAJOR_TILES = {
     "runs": [(16, 128, 4, -4), (16, 32, 1, -4), (32, 32, 1, -8), (32, 16, 1, -4),
              (32, 128, 4, -8), (64, 32, 2, -8), (16, 256, 8, -8)],
+    "more-warps": [(32, 128, 8, -4), (32, 64, 2, -8), (64, 64, 4, -8), (64, 128, 8, -8),
+                   (32, 256, 8, -8)],
     "interleaved": [(16, 64, 4, -2), (16, 128, 4, -4), (16, 128, 8, -4), (16, 256, 8, -8),
                     (32, 32, 1, -8), (32, 64, 1, -8), (16, 32, 1, -4)],
     "wide": [(64, 16, 2), (64, 32, 4), (128, 8, 2), (128, 16, 4), (256, 8, 4), (128, 32, 8)],
