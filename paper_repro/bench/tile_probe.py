@@ -108,10 +108,14 @@ def time_major_candidates(N: int, T: int) -> list:
 # whose columns a thread holds (every 8 x warps-th for 16 envs) are runs of consecutive steps
 # (flip < 0); "runs", interleaved tiles of 16 to 64 envs (a thread's columns: every
 # (BLOCK_B / 4 lanes across the envs, the rest and every warp along time)-th step);
-# "more-warps", the same with more warps or envs a tile (fewer registers a thread).
+# "more-warps", the same with more warps or envs a tile (fewer registers a thread);
+# "retrace", Retrace's reverse-scan tiles beside interleaved ones (an order given per tile
+# applies to Retrace too; without one Retrace keeps the reverse scan).
 TIME_MAJOR_TILES = {
     "runs": [(16, 128, 4, -4), (16, 32, 1, -4), (32, 32, 1, -8), (32, 16, 1, -4),
              (32, 128, 4, -8), (64, 32, 2, -8), (16, 256, 8, -8)],
+    "retrace": [(16, 32, 1, 0), (16, 32, 4, 0), (16, 128, 4, 0), (16, 32, 1, -4), (32, 16, 1, -4),
+                (32, 32, 1, -8), (16, 64, 4, -2), (16, 128, 4, -4)],
     "more-warps": [(32, 128, 8, -4), (32, 64, 2, -8), (64, 64, 4, -8), (64, 128, 8, -8),
                    (32, 256, 8, -8)],
     "interleaved": [(16, 64, 4, -2), (16, 128, 4, -4), (16, 128, 8, -4), (16, 256, 8, -8),
@@ -127,7 +131,7 @@ def time_major_split_candidates(N: int, T: int, retrace: bool, family: str) -> l
     pt = _pow2(T)
     out = []
     for bb, bt, w, *order in TIME_MAJOR_TILES[family]:
-        flip = 0 if retrace else order[0] if order else 1
+        flip = order[0] if order else 0 if retrace else 1
         bt = min(bt, pt)
         if bb > max(64, _pow2(N)) or (bt < 64 and family == "tall"):
             continue
