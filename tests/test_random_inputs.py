@@ -248,7 +248,7 @@ def test_heuristic_splits():
     assert L.choose_config(4096, 512, False, 132, False).BLOCK_B == 1  # a row a program
     assert L.choose_config(4096, 128, True, 132, True).BLOCK_T == 128  # time-major, T <= 128
     assert L.choose_config(4096, 128, True, 132, True, itemsize=2).BLOCK_T == 64
-    assert L.choose_config(4096, 128, True, 132, True, True).BLOCK_T == 32
+    assert L.choose_config(4096, 128, True, 132, True, True, itemsize=2).BLOCK_T == 32
     assert L.choose_config(16, 524288, False, 132, True, True).num_warps == 1  # Retrace
     assert L.choose_config(16, 524288, False, 132, True, lookback_warps=8).num_warps == 8
     assert L.choose_config(16, 524288, False, 132, False, False, 2, 8).num_warps == 4  # bf16
@@ -281,7 +281,7 @@ def test_lookback_warps(est, kernels, monkeypatch):
 
 def test_flip_rule():
     """Time-major tiles latest step first (but not Retrace's), fp32 tiles of 16 steps or more
-    as interleaved runs of the steps a thread holds; batch-major backward tiles of 16
+    as interleaved runs of the steps a thread holds (Retrace's where row blocks are few); batch-major backward tiles of 16
     steps or more as runs of one 16-byte load's steps (Retrace: 4)."""
     assert L.choose_config(4096, 128, True, 132, False).flip == -4  # 16x128, 4 warps
     assert L.choose_config(4096, 64, True, 132, False).flip == -2
@@ -293,7 +293,10 @@ def test_flip_rule():
     assert L.choose_config(32768, 32, True, 132, False).flip == -4  # 32x16, 1 warp
     assert L.choose_config(32768, 8, True, 132, False).flip == 1
     assert L.choose_config(32768, 32, True, 132, False, itemsize=8).flip == 1
-    assert not L.choose_config(512, 4096, True, 132, True, True).flip
+    assert not L.choose_config(512, 4096, True, 132, True, True, itemsize=2).flip  # Retrace
+    assert not L.choose_config(32768, 32, True, 132, True, True).flip
+    assert L.choose_config(512, 4096, True, 132, True, True).flip == -4  # 16x32, 1 warp
+    assert L.choose_config(4096, 128, True, 132, True, True).flip == -4  # 16x128, 4 warps
     for N, T in ((4096, 128), (512, 4096), (64, 131072), (32768, 32), (8192, 4096)):
         assert L.choose_config(N, T, False, 132, False).flip == 4
         assert L.choose_config(N, T, False, 132, False, itemsize=2).flip == 8

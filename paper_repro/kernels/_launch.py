@@ -349,7 +349,8 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
     tiles latest step first (``flip``; time is not the vectorised axis here), which saves
     Triton's lane reversal: 32768x32 GAE 7.3 -> 4.1 us, 512x4096 28.7 -> 19.7 (roofline.csv),
     or, fp32, as interleaved runs (``_interleaved``; forward scans too). Retrace keeps the
-    reverse scan (flipped: 3-7 % slower, tile_probe.csv)."""
+    reverse scan (flipped: 3-7 % slower, tile_probe.csv) but for fp32 tiles of few row blocks,
+    interleaved."""
     flip = not retrace
     fp32 = itemsize == 4 and not retrace
     if B < 16:
@@ -374,9 +375,9 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
         # steps from fewer row blocks: 16x64 (4096x128 discounted returns 4.07 -> 3.95 us, GAE
         # 4.83 -> 4.44, V-trace 6.28 -> 5.90; wider tiles lost, tile_probe.csv); in fp32 one
         # 16xT tile in interleaved runs (16x128 in runs of 4: 4.02 -> 3.40, 4.42 -> 3.55, 6.06
-        # -> 4.63 against 16x64 latest step first).
+        # -> 4.63 against 16x64 latest step first; Retrace 20.7 -> 16.1, retrace rows).
         few = row_blocks < 4 * sms
-        if few and T > 32 and fp32:
+        if few and T > 32 and itemsize == 4:
             BLOCK_T = _pow2(T)
             return ScanConfig(16, BLOCK_T, 4, BLOCK_T, flip=_interleaved(16, BLOCK_T, 4, 4))
         BLOCK_T = 64 if few and T > 64 and not retrace else min(_pow2(T), 32)
@@ -409,7 +410,10 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
             return ScanConfig(32, 128, 4, seg_chunks * 128, flip=_interleaved(32, 128, 4, 4))
         # Single-pass look-back (512x4096: 45.2 -> 29.3 us, 64x131072: 215 -> 124), interleaved
         # runs (64x131072: discounted returns 79.4 -> 74.2 us, GAE 86.6 -> 78.6, V-trace 134
-        # -> 113).
+        # -> 113); fp32 Retrace in one-warp 16x32 tiles (retrace rows: 512x4096 103.3 -> 86.9,
+        # 64x131072 392.6 -> 326.9).
+        if retrace and itemsize == 4:
+            return ScanConfig(16, 32, 1, 32, True, _interleaved(16, 32, 1, 4))
         return ScanConfig(16, BLOCK_T, 4, BLOCK_T, True,
                           _interleaved(16, BLOCK_T, 4, 4) if fp32 else 0 if retrace else flip)
     return ScanConfig(16, BLOCK_T, 4, chunks * BLOCK_T, flip=flip)
