@@ -14,6 +14,7 @@ import paper_repro as P
 from paper_repro.baselines import reference as ref
 from paper_repro.kernels import _direct as D
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _plan
 
 IDS = [e.name for e in ESTIMATORS]
 
@@ -55,6 +56,7 @@ def direct(monkeypatch):
         pytest.skip("needs a CUDA GPU")
     monkeypatch.setattr(D, "ENABLED", True)
     monkeypatch.setattr(D, "_CACHE", {})
+    monkeypatch.setattr(_plan, "_PLANS", {})
 
 
 def _check(est, d, tol):
@@ -121,15 +123,28 @@ def test_shapes_alternate(est, direct):
 
 class _Compiled:
     """Stands in for a compiled kernel: remembers Triton's key for the call that compiled it
-    and checks every later (direct) launch against Triton's key for that call."""
+    and checks every later (direct) launch against Triton's key for that call. A launch plan's
+    repeat passes addresses (ints) for tensors: each stands in as a tensor of the compiled
+    dtype with that address's alignment (the plan's key fixes the dtypes)."""
 
-    def __init__(self, truth, spec):
-        self.truth, self.spec, self.function, self.packed_metadata = truth, spec, None, None
-        self.hits = 0
+    def __init__(self, truth, values):
+        self.truth, self.spec, self.function, self.packed_metadata = (
+            truth, truth(values), None, None)
+        self.dtypes = [v.dtype if isinstance(v, torch.Tensor) else None for v in values]
+        self.hits = self.on_addresses = 0
+
+    def _stand_in(self, dtype, value):
+        if dtype is None or isinstance(value, torch.Tensor):
+            return value
+        assert type(value) is int, "a tensor argument launched as neither tensor nor address"
+        block = torch.empty(16, dtype=dtype)
+        return block if value % 16 == 0 else block[1:]
 
     @property
     def run(self):
         def launcher(gx, gy, gz, stream, function, metadata, lm, enter, leave, *values):
+            self.on_addresses += type(values[0]) is int
+            values = [self._stand_in(d, v) for d, v in zip(self.dtypes, values)]
             assert self.truth(values) == self.spec, "a direct launch reused another kernel"
             self.hits += 1
         return launcher
@@ -152,7 +167,7 @@ class _Kernel:
 
     def __getitem__(self, grid):
         def compile_and_run(*values, num_warps):
-            c = _Compiled(self.truth, self.truth(values))
+            c = _Compiled(self.truth, values)
             self.compiled.append(c)
             return c
         return compile_and_run
@@ -168,13 +183,14 @@ def _drive_engine(monkeypatch, key):
 
     def run(kernel, grid, num_warps, values, n_tensors=None):
         proxy = proxies.setdefault(id(kernel), _Kernel(kernel, compiled))
-        real_run(proxy, grid, num_warps, values, n_tensors)
+        return real_run(proxy, grid, num_warps, values, n_tensors)
 
     monkeypatch.setattr(D, "ENABLED", True)
     monkeypatch.setattr(D, "_CACHE", {})
+    monkeypatch.setattr(_plan, "_PLANS", {})  # plans keep their launchers: start without
     monkeypatch.setattr(D, "_hooks_set", lambda: False)
     monkeypatch.setattr(D, "_raw_stream", lambda device: 0)
-    monkeypatch.setattr(D.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(D, "current_device", lambda: 0)
     monkeypatch.setattr(D, "specialization", key)
     monkeypatch.setattr(D, "run", run)
     for N, T in [(64, 32), (64, 64), (64, 128), (3, 17), (1, 1), (1, 4096), (40, 9), (40, 16)]:
@@ -191,6 +207,7 @@ def test_direct_key_agrees_with_tritons_specializer(monkeypatch):
     """Every direct launch reuses a kernel that Triton's own specializer would also pick."""
     compiled = _drive_engine(monkeypatch, D.specialization)
     assert len(compiled) > 20 and sum(c.hits for c in compiled) > 100
+    assert sum(c.on_addresses for c in compiled) > 100  # the plans' repeats
 
 
 def test_the_agreement_check_can_fail(monkeypatch):
@@ -228,12 +245,36 @@ def test_bound_launches_key_alignment_only(monkeypatch):
     monkeypatch.setattr(D, "_CACHE", {})
     monkeypatch.setattr(D, "_hooks_set", lambda: False)
     monkeypatch.setattr(D, "_raw_stream", lambda device: 0)
-    monkeypatch.setattr(D.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(D, "current_device", lambda: 0)
     kernel, cache, buf = Kernel(), {}, torch.zeros(64)
     a, b, shifted = buf[:8], buf[8:16], buf[1:9]
     D.run_bound(cache, kernel, (1,), 4, (a, a, 7), 2)
     D.run_bound(cache, kernel, (1,), 4, (b, b, 7), 2)
-    assert len(compiles) == 1 and len(launched) == 1 and launched[0][0] is b
+    assert len(compiles) == 1 and launched == [(b.data_ptr(), b.data_ptr(), 7)]
     D.run_bound(cache, kernel, (1,), 4, (shifted, b, 7), 2)  # misaligned: its own kernel
     D.run_bound(cache, kernel, (1,), 4, (shifted, a, 7), 2)
-    assert len(compiles) == 2 and len(launched) == 2 and launched[1][0] is shifted
+    assert len(compiles) == 2 and launched[1] == (shifted.data_ptr(), a.data_ptr(), 7)
+    # a plan's repeat, on addresses: the launcher compiled for their alignment, or none yet
+    assert D.launch_pointers(cache, (1, 1, 1), (a.data_ptr(), b.data_ptr()), (7,))
+    assert D.launch_pointers(cache, (1, 1, 1), (b.data_ptr(), shifted.data_ptr()), (7,)) is False
+    assert len(compiles) == 2 and launched[2] == (a.data_ptr(), b.data_ptr(), 7)
+
+
+def test_the_c_launcher_is_called_where_no_scratch_is_needed():
+    """Triton's Python launcher only allocates scratch memory: a kernel needing none is
+    launched by its C launcher, with the arguments the Python launcher would add."""
+    class Launcher:
+        launch_cooperative_grid, launch_pdl = False, True
+        global_scratch_size = profile_scratch_size = 0
+
+        def launch(self, *args):
+            pass
+
+    compiled = type("Compiled", (), {"function": 5, "packed_metadata": (4, 1, 0)})()
+    compiled.run = Launcher()
+    fn, head = D._entry(compiled)
+    assert fn == compiled.run.launch
+    assert head == (5, False, True, None, None, (4, 1, 0), None, None, None)
+    compiled.run.global_scratch_size = 256  # needs its scratch: Triton's launcher allocates it
+    fn, head = D._entry(compiled)
+    assert fn is compiled.run and head == (5, (4, 1, 0), None, None, None)

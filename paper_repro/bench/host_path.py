@@ -27,15 +27,16 @@ from paper_repro.kernels import _plan, retrace
 @contextlib.contextmanager
 def stubbed_launch(device: str):
     """Every op takes its Triton path and launches nothing."""
-    saved = D.run, D.run_bound, L.use_triton, retrace._check_values
+    saved = D.run, D.run_bound, D.launch_pointers, L.use_triton, retrace._check_values
     D.run = D.run_bound = lambda *args, **kwargs: None
+    D.launch_pointers = lambda *args: True  # a plan's repeat: launched
     L.use_triton = lambda x: True
     if device == "cpu":  # Retrace reads values only for CPU tensors: not the GPU's host path
         retrace._check_values = lambda *args: None
     try:
         yield
     finally:
-        D.run, D.run_bound, L.use_triton, retrace._check_values = saved
+        D.run, D.run_bound, D.launch_pointers, L.use_triton, retrace._check_values = saved
 
 
 @contextlib.contextmanager

@@ -14,6 +14,8 @@ hooks set (profilers).
 from __future__ import annotations
 
 import os
+from functools import reduce
+from operator import or_
 
 import torch
 import triton
@@ -69,8 +71,14 @@ def _raw_stream(device: int) -> int:
     return torch.cuda.current_stream(device).cuda_stream
 
 
+def current_device() -> int:
+    return torch.cuda.current_device()
+
+
 if hasattr(torch._C, "_cuda_getCurrentRawStream"):
     _raw_stream = torch._C._cuda_getCurrentRawStream  # noqa: F811  (what Triton itself calls)
+if hasattr(torch._C, "_cuda_getDevice"):
+    current_device = torch._C._cuda_getDevice  # noqa: F811  (current_device() minus a frame)
 
 
 def _hooks_set() -> bool:
@@ -92,7 +100,7 @@ def run(kernel, grid: tuple, num_warps: int, values: tuple, n_tensors: int | Non
     if not ENABLED or _hooks_set():
         kernel[grid](*values, num_warps=num_warps)
         return None
-    device = torch.cuda.current_device()
+    device = current_device()
     # id(): a JITFunction hashes its source digest on every call
     key = (id(kernel), device, num_warps, specialization(values, n_tensors))
     entry = _CACHE.get(key)
@@ -104,31 +112,71 @@ def run(kernel, grid: tuple, num_warps: int, values: tuple, n_tensors: int | Non
         compiled = compiled.result() if hasattr(compiled, "result") else compiled
         if len(_CACHE) >= MAX_CACHED:  # one entry per shape: bound it for shape sweeps
             _CACHE.clear()
-        entry = _CACHE[key] = (compiled.run, compiled.function, compiled.packed_metadata)
+        entry = _CACHE[key] = _entry(compiled)
         return entry
     _launch(entry, grid, device, values)
     return entry
 
 
+def _entry(compiled) -> tuple:
+    """``(launcher, leading arguments)`` of a compiled kernel. Triton's Python launcher only
+    allocates scratch memory before calling its C launcher: kernels that need none call the C
+    launcher itself."""
+    launcher = compiled.run
+    c_launcher = getattr(launcher, "launch", None)
+    if callable(c_launcher) and getattr(launcher, "global_scratch_size", 1) == 0 and \
+            getattr(launcher, "profile_scratch_size", 1) == 0:
+        return c_launcher, (compiled.function, launcher.launch_cooperative_grid,
+                            launcher.launch_pdl, None, None, compiled.packed_metadata,
+                            None, None, None)
+    return launcher, (compiled.function, compiled.packed_metadata, None, None, None)
+
+
 def _launch(entry, grid: tuple, device: int, values: tuple):
-    launcher, function, metadata = entry
+    launcher, head = entry
     launcher(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
-             _raw_stream(device), function, metadata, None, None, None, *values)
+             _raw_stream(device), *head, *values)
+
+
+def _alignment_key(device: int, pointers: list) -> tuple:
+    """The device, and whether each pointer is 16-byte aligned (one flag when all are)."""
+    if not reduce(or_, pointers) & 15:
+        return device, True
+    return device, tuple([p & 15 == 0 for p in pointers])
 
 
 def run_bound(cache: dict, kernel, grid: tuple, num_warps: int, values: tuple, n_tensors: int):
     """``run`` for a caller whose non-tensor values and tensor dtypes never change (a launch
     plan's ``Launch``): ``cache`` keys the compiled launcher by device and the tensors' 16-byte
-    alignment alone, skipping ``specialization``'s walk over every value."""
+    alignment alone, skipping ``specialization``'s walk over every value. Repeats pass the
+    tensors' addresses as ints, which the C launcher takes without asking the driver about
+    each pointer."""
     if not ENABLED or _hooks_set():
         run(kernel, grid, num_warps, values, n_tensors)
         return
-    device = torch.cuda.current_device()
-    key = (device, *[t.data_ptr() & 15 == 0 for t in values[:n_tensors]])
+    device = current_device()
+    pointers = [t.data_ptr() for t in values[:n_tensors]]
+    key = _alignment_key(device, pointers)
     entry = cache.get(key)
     if entry is None:
         entry = run(kernel, grid, num_warps, values, n_tensors)
         if entry is not None:
             cache[key] = entry
         return
-    _launch(entry, grid, device, values)
+    _launch(entry, grid, device, (*pointers, *values[n_tensors:]))
+
+
+def launch_pointers(cache: dict, grid: tuple, pointers: tuple, rest: tuple) -> bool:
+    """A repeat of ``run_bound`` given the tensors' addresses (``pointers``, ints), the other
+    values (``rest``) and a three-dimensional ``grid``. False, launching nothing, where
+    ``cache`` holds no launcher for this device and alignment yet or the direct launch is off:
+    then call ``run_bound``."""
+    if not ENABLED or _hooks_set():
+        return False
+    device = current_device()
+    entry = cache.get(_alignment_key(device, pointers))
+    if entry is None:
+        return False
+    launcher, head = entry
+    launcher(*grid, _raw_stream(device), *head, *pointers, *rest)
+    return True

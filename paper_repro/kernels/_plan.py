@@ -33,23 +33,28 @@ class Plan:
     ``launch`` on the pointers it picks from ``(*args, *outputs)``. ``grad``: an argument
     requires grad (recorded under no_grad), so grad mode needs the registered op."""
 
-    __slots__ = ("launch", "like", "dtype", "n_outputs", "pick", "grad")
+    __slots__ = ("launch", "like", "dtype", "n_outputs", "pick", "grad", "present", "spread")
 
     def __init__(self, launch, like: int, dtype: torch.dtype | None, n_outputs: int,
                  sources: tuple, grad: bool):
         self.launch, self.like, self.dtype, self.n_outputs = launch, like, dtype, n_outputs
         self.pick, self.grad = operator.itemgetter(*sources), grad
+        # Each distinct tensor's address is read once (absent arguments repeat an output's).
+        distinct = sorted(set(sources))
+        self.present = operator.itemgetter(*distinct)
+        self.spread = operator.itemgetter(*[distinct.index(s) for s in sources])
 
     def __call__(self, args: tuple):
         like, dtype = args[self.like], self.dtype
         # without dtype=, empty_like skips its keyword parsing
         out = torch.empty_like(like) if dtype is None else torch.empty_like(like, dtype=dtype)
-        if self.n_outputs == 1:
-            self.launch(self.pick((*args, out)))
-            return out
-        outs = (out, *[torch.empty_like(out) for _ in range(self.n_outputs - 1)])
-        self.launch(self.pick((*args, *outs)))
-        return outs
+        outs = (out,) if self.n_outputs == 1 else \
+            (out, *[torch.empty_like(out) for _ in range(self.n_outputs - 1)])
+        tensors = (*args, *outs)
+        if not self.launch.launch_pointers(
+                self.spread([t.data_ptr() for t in self.present(tensors)])):
+            self.launch(self.pick(tensors))
+        return out if self.n_outputs == 1 else outs
 
 
 def lookup(op: str, tensors: tuple, scalars: tuple, validate=False):

@@ -521,7 +521,7 @@ class Launch:
     per-call dicts."""
 
     __slots__ = ("kernel", "grid", "num_warps", "B", "acc", "device", "cuda_index", "middle",
-                 "tile", "one_pass", "single_pass", "launchers")
+                 "tile", "one_pass", "single_pass", "launchers", "grid3")
 
     def __init__(self, kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, device,
                  ints: tuple, scalars: tuple = (), flags: tuple = ()):
@@ -529,6 +529,7 @@ class Launch:
             kernel, config.num_warps, B, acc, device)
         self.cuda_index = device.index if device.type == "cuda" else None
         self.grid = config.grid(B, T)
+        self.grid3 = (*self.grid, 1)
         self.middle = (B, T, self.grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
         self.tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config), int(config.flip))
         self.one_pass = (*self.middle, 0, *self.tile) if self.grid[1] == 1 else None
@@ -541,7 +542,7 @@ class Launch:
                              f"BLOCK_T={config.BLOCK_T}")
 
     def __call__(self, pointers: tuple):
-        if self.cuda_index is not None and self.cuda_index != torch.cuda.current_device():
+        if self.cuda_index is not None and self.cuda_index != D.current_device():
             with torch.cuda.device(self.device):  # Triton launches on the current device
                 return self(pointers)
         kernel, grid, w, n = self.kernel, self.grid, self.num_warps, len(pointers) + 2
@@ -560,6 +561,15 @@ class Launch:
         agg = torch.empty((2, self.B * grid[1]), dtype=self.acc, device=self.device)
         D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 1, *self.tile), n)
         D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 2, *self.tile), n)
+
+    def launch_pointers(self, pointers: tuple) -> bool:
+        """A repeated one-pass launch on the tensors' addresses (``pointers``, ints, in the
+        order ``__call__`` takes the tensors). False, launching nothing, where it must go
+        through ``__call__``: a first launch, a split, another device."""
+        if self.one_pass is None:
+            return False
+        return D.launch_pointers(self.launchers, self.grid3,
+                                 (*pointers, pointers[-1], pointers[-1]), self.one_pass)
 
 
 def scan_rows(alpha, beta, initial, reverse: bool, out: torch.Tensor) -> torch.Tensor:
