@@ -325,23 +325,26 @@ def test_targets_command(capsys):
 
 def test_tile_probe_candidates_are_launchable():
     """Every candidate tile of the tile probe is one the engine can launch: a power-of-two tile
-    dividing its segment, a look-back walking one tile a program, and the shipped tile not
-    repeated; the narrowed sweep keeps every case's shipped tile."""
+    dividing its segment, a look-back walking one tile a program (or, segment look-backs,
+    several), and the shipped tile not repeated; the narrowed sweep keeps every case's shipped
+    tile."""
     from paper_repro.bench import long_probe as LP
     from paper_repro.bench import tile_probe as TP
 
     sweep = TP.cases()
     assert len(sweep) == 4 * 3 * 7
     families = [TP.time_major_split_cases(f) for f in TP.TIME_MAJOR_TILES]
-    lookback = [(None, None, None, LP.lookback_candidates(a, "fp32")[1:])
-                for a in LP.LOOKBACK_ALGORITHMS]
+    lookback = [(None, None, None, pick(a, "fp32")[1:]) for a in LP.LOOKBACK_ALGORITHMS
+                for pick in (LP.lookback_candidates, LP.segment_candidates)]
+    segments = [c for case in TP.time_major_split_cases("segment") + lookback[1::2]
+                for c in case[-1] if c.single_pass and c.seg_len > c.BLOCK_T]
+    assert segments and all(c.seg_len <= 16 * c.BLOCK_T for c in segments)
     for case in sweep + sum(families, []) + lookback:
         configs = case[-1]
         assert len(set(configs)) == len(configs)
         for c in configs:
             assert c.BLOCK_T & (c.BLOCK_T - 1) == 0 and c.seg_len % c.BLOCK_T == 0
             assert c.BLOCK_T % max(1, abs(c.flip)) == 0
-            assert not c.single_pass or c.seg_len == c.BLOCK_T
             assert c.num_warps in (1, 2, 4, 8, 16)
     narrowed = [(c, cfg) for c, cfg in TP.items(sweep)
                 if cfg is None or TP._flipped_or_one_warp(c, cfg)]
@@ -368,10 +371,13 @@ def test_probes_time_forced_tiles(monkeypatch, capsys):
     assert all(float(r["max_abs_diff"]) < 1e-4 for r in rows)
     monkeypatch.setattr(LP, "LOOKBACK_SHAPES", [(4, 8192)])
     monkeypatch.setattr(LP, "LOOKBACK_ALGORITHMS", ["discounted_returns"])
-    LP.main(["lookback"])
-    lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(LP.lookback_candidates("discounted_returns", "fp32"))
-    assert all(float(x.split(",")[-2]) > 0 and float(x.split(",")[-1]) < 1e-4 for x in lines)
+    for mode, pick in (("lookback", LP.lookback_candidates),
+                       ("segment", LP.segment_candidates)):
+        LP.main([mode])
+        lines = capsys.readouterr().out.splitlines()
+        assert len(lines) == len(pick("discounted_returns", "fp32"))
+        assert all(float(x.split(",")[-2]) > 0 and float(x.split(",")[-1]) < 1e-4
+                   for x in lines)
 
 
 def test_sass_counts_compile_without_a_gpu():

@@ -161,13 +161,21 @@ def test_two_passes_across_windows(est, kernels):
         check(est, d, TOL[torch.float32])
 
 
+SEGMENT_LOOKBACKS = [L.ScanConfig(2, 4, 1, 8, True), L.ScanConfig(2, 8, 1, 32, True, -4),
+                     L.ScanConfig(1, 8, 1, 24, True, 4)]
+
+
+@pytest.mark.parametrize("config", SEGMENT_LOOKBACKS, ids=["seg8", "seg32-interleaved4",
+                                                           "seg24-runs4"])
+@pytest.mark.parametrize("layout", LAYOUTS[:2], ids=[x.name for x in LAYOUTS[:2]])
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
-def test_single_pass_takes_one_tile_per_program(kernels):
-    config = L.ScanConfig(BLOCK_B=2, BLOCK_T=4, num_warps=1, seg_len=8, single_pass=True)
+def test_segment_look_back(est, config, layout, kernels):
+    """A look-back over segments of several tiles (PHASE 4: each program reduces its segment,
+    looks back, then scans it again), T not a multiple of the segment, in runs of steps too."""
     d = make_inputs(3, 50, device=device_of(kernels))
-    with kernels_on(kernels), L.force_config(config), \
-            pytest.raises(ValueError, match="one tile per program"):
-        ESTIMATORS[0].call(P, d)
+    with kernels_on(kernels), L.force_config(config):
+        check(est, d, TOL[torch.float32], layout)
 
 
 def _h200_tiles():

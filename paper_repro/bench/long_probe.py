@@ -1,13 +1,14 @@
 """Long-row probe: few long rows under the shipped tile against look-back and two-pass
 candidates held as runs of steps, fp32 and bf16, batch-major.
 
-    python -m paper_repro.bench.long_probe [lookback] [warm I/K] > data/h200/long_probe.csv
+    python -m paper_repro.bench.long_probe [lookback|segment] [warm I/K] >> data/h200/long_probe.csv
 
 Lines: ``algorithm, num_envs, seq_len, dtype, tile, device_us, max_abs_diff`` (the tile as
 ``BLOCK_B x BLOCK_T x warps / seg<steps> / lb (look-back) or tp (two passes) / r<run>``; the
 difference is from the shipped tile's answer). ``lookback``: the look-back's tile and warps
-instead, fp32, at the shapes it serves. ``warm I/K`` compiles share I of K without timing, so
-parallel processes fill Triton's cache first.
+instead, fp32, at the shapes it serves; ``segment``: the look-back over segments of several
+tiles (``lb`` with seg > BLOCK_T) beside two passes over the same segments. ``warm I/K``
+compiles share I of K without timing, so parallel processes fill Triton's cache first.
 """
 from __future__ import annotations
 
@@ -47,6 +48,16 @@ def lookback_candidates(algorithm: str, dtype: str) -> list:
                       (4096, 16))]
 
 
+def segment_candidates(algorithm: str, dtype: str) -> list:
+    """None (the shipped tile), then look-back programs over segments of 2 to 8 tiles (PHASE
+    4) beside two passes over the same segments, backward ones in runs of 4."""
+    from paper_repro.kernels import _launch as L
+
+    run = 0 if algorithm in ("prefix_sum", "eligibility_traces") else 4
+    return [None] + [L.ScanConfig(1, bt, w, k * bt, lb, flip=run)
+                     for bt, w in ((1024, 4), (2048, 8)) for k in (2, 4, 8) for lb in (True, False)]
+
+
 def label(c) -> str:
     if c is None:
         return "shipped"
@@ -58,13 +69,14 @@ def main(argv=None):
     from paper_repro.bench.forced import forced_time, prepared
 
     argv = sys.argv[1:] if argv is None else argv
-    lookback = bool(argv) and argv[0] == "lookback"
-    argv = argv[1:] if lookback else argv
+    mode = argv[0] if argv and argv[0] in ("lookback", "segment") else None
+    argv = argv[1:] if mode else argv
     warm = bool(argv) and argv[0] == "warm"
     i, k = map(int, argv[1].split("/")) if warm else (0, 1)
-    if lookback:
+    if mode:
+        pick = lookback_candidates if mode == "lookback" else segment_candidates
         items = [(a, n, t, "fp32", c) for n, t in LOOKBACK_SHAPES for a in LOOKBACK_ALGORITHMS
-                 for c in lookback_candidates(a, "fp32")]
+                 for c in pick(a, "fp32")]
     else:
         items = [(a, n, t, dt, c) for n, t in SHAPES for a in ALGORITHMS
                  for dt in ("fp32", "bf16") for c in candidates(a, dt)]

@@ -110,12 +110,15 @@ def time_major_candidates(N: int, T: int) -> list:
 # (BLOCK_B / 4 lanes across the envs, the rest and every warp along time)-th step);
 # "more-warps", the same with more warps or envs a tile (fewer registers a thread);
 # "retrace", Retrace's reverse-scan tiles beside interleaved ones (an order given per tile
-# applies to Retrace too; without one Retrace keeps the reverse scan).
+# applies to Retrace too; without one Retrace keeps the reverse scan); "segment", the shipped
+# interleaved tiles in a look-back over segments of several tiles.
 TIME_MAJOR_TILES = {
     "runs": [(16, 128, 4, -4), (16, 32, 1, -4), (32, 32, 1, -8), (32, 16, 1, -4),
              (32, 128, 4, -8), (64, 32, 2, -8), (16, 256, 8, -8)],
     "retrace": [(16, 32, 1, 0), (16, 32, 4, 0), (16, 128, 4, 0), (16, 32, 1, -4), (32, 16, 1, -4),
                 (32, 32, 1, -8), (16, 64, 4, -2), (16, 128, 4, -4)],
+    "segment": [(32, 32, 1, -8), (16, 32, 1, -4), (32, 16, 1, -4), (16, 128, 4, -4),
+                (32, 128, 4, -8)],
     "more-warps": [(32, 128, 8, -4), (32, 64, 2, -8), (64, 64, 4, -8), (64, 128, 8, -8),
                    (32, 256, 8, -8)],
     "interleaved": [(16, 64, 4, -2), (16, 128, 4, -4), (16, 128, 8, -4), (16, 256, 8, -8),
@@ -127,7 +130,8 @@ TIME_MAJOR_TILES = {
 
 def time_major_split_candidates(N: int, T: int, retrace: bool, family: str) -> list:
     """``TIME_MAJOR_TILES[family]``, each in one pass (up to 64 tiles a row), in two passes over
-    segments of 1 to 128 tiles (at most 512 segments), and as one-tile look-back programs."""
+    segments of 1 to 128 tiles (at most 512 segments), and as one-tile look-back programs; the
+    "segment" family also as look-back programs over segments of 2 to 16 tiles."""
     pt = _pow2(T)
     out = []
     for bb, bt, w, *order in TIME_MAJOR_TILES[family]:
@@ -142,6 +146,9 @@ def time_major_split_candidates(N: int, T: int, retrace: bool, family: str) -> l
                 if k < chunks and chunks <= 512 * k]
         if chunks >= 16:
             out.append(L.ScanConfig(bb, bt, w, bt, True, flip))
+        if family == "segment":  # look-back over segments of 2 to 16 tiles (PHASE 4)
+            out += [L.ScanConfig(bb, bt, w, k * bt, True, flip) for k in (2, 4, 8, 16)
+                    if chunks >= 4 * k]
     return list(dict.fromkeys(out))  # tiles capped at a short T can coincide
 
 

@@ -212,7 +212,9 @@ class ScanConfig:
     BLOCK_T: int
     num_warps: int
     seg_len: int  # time steps per program along time (== padded T when not split)
-    single_pass: bool = False  # split time by look-back (seg_len == BLOCK_T), not two passes
+    # split time in one launch by look-back: one tile a program (seg_len == BLOCK_T), or a
+    # segment of tiles a program swept twice, reduce then scan (PHASE 4); not two passes
+    single_pass: bool = False
     # Backward scans: tiles hold runs of ``flip`` ascending steps, latest run first, and scan
     # forward (1: latest step first; 0: time ascending, Triton's reverse scan; -R: runs of R
     # interleaved, column k * G + g holding run g's step k; chunk_times).

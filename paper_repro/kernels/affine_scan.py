@@ -8,7 +8,9 @@ aggregates into its incoming carry and scans (reduce-then-scan). PHASE 0 is the 
 PHASE 3 is the single-pass split: one tile per program, programs numbered by a ticket counter
 in scan order; each publishes its tile's aggregate, then looks back over its predecessors'
 published aggregates (a window at a time) to the nearest inclusive prefix (decoupled
-look-back), so the inputs are read once.
+look-back), so the inputs are read once. PHASE 4 looks back over segments of several tiles: a
+program sweeps its segment twice, reducing, then (after the look-back) scanning and storing,
+so its second read of the inputs follows the first closely.
 
 With ``PREFETCH`` (several tiles per program, few warps) the next tile's inputs are loaded
 before this tile is scanned, so its memory latency overlaps the scan: 5-17 % off the long-row
@@ -58,9 +60,9 @@ SHORTCUT: tl.constexpr = tl.constexpr(True)
 @triton.jit
 def program_ids(status_ptr, B, n_seg, PHASE: tl.constexpr, REVERSE: tl.constexpr,
                 BLOCK_B: tl.constexpr):
-    """(row block, time segment) of this program. PHASE 3 takes a ticket instead of the
+    """(row block, time segment) of this program. PHASE 3 and 4 take a ticket instead of the
     launch index, so every program a running one waits on has already started."""
-    if PHASE == 3:
+    if PHASE >= 3:
         ticket = tl.atomic_add(status_ptr, 1)
         n_rb = tl.cdiv(B, BLOCK_B)
         pid_b = ticket % n_rb
@@ -416,8 +418,10 @@ def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE: tl.c
                    REVERSE: tl.constexpr):
     """The carry entering this program's segment: compose the aggregates of the segments
     between it and the boundary (PHASE 2), a window of them at a time, so that the loads are
-    in flight together instead of one after another; zero when reducing (PHASE 1)."""
-    if PHASE == 1:
+    in flight together instead of one after another; zero when reducing (PHASE 1, 4)."""
+    if PHASE == 1:  # noqa: SIM114 (static branches)
+        carry = carry0 * 0.0
+    elif PHASE == 4:  # its first sweep reduces
         carry = carry0 * 0.0
     else:
         carry = carry0
@@ -483,29 +487,35 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
         carry0 = tl.load(init_ptr + rows, mask=row_mask, other=0.0).to(ACC)
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, REVERSE)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
-    t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                 BLOCK_T, REVERSE, FLIP)
-    alpha = tl.load(alpha_ptr + offs, mask=mask, other=0.0)
-    beta = tl.load(beta_ptr + offs, mask=mask, other=1.0)
-    for i in range(n_chunks):
-        t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+    for sweep in tl.static_range(1 + (PHASE == 4)):
+        # PHASE 4 sweeps its segment twice: reduce, look back, scan and store.
+        if sweep == 1:
+            carry = look_back(agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
+                              carry, agg_b, carry0, REVERSE)
+            agg_b = tl.full([BLOCK_B], 1.0, ACC)
+        t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, REVERSE, FLIP)
-        t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                        stride_b, stride_t, BLOCK_T, REVERSE, FLIP)
-        if PREFETCH:
-            alpha_n = tl.load(alpha_ptr + offs_n, mask=mask_n, other=0.0)
-            beta_n = tl.load(beta_ptr + offs_n, mask=mask_n, other=1.0)
-        out, carry, b_edge, _ = scan_tile(
-            alpha.to(ACC), beta.to(ACC), carry, agg_ptr, status_ptr, rows, row_mask, pid_b,
-            pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP)
-        agg_b = agg_b * b_edge
-        if PHASE != 1:
-            store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
-        if PREFETCH:
-            alpha, beta = alpha_n, beta_n
-        else:
-            alpha = tl.load(alpha_ptr + offs_n, mask=mask_n, other=0.0)
-            beta = tl.load(beta_ptr + offs_n, mask=mask_n, other=1.0)
+        alpha = tl.load(alpha_ptr + offs, mask=mask, other=0.0)
+        beta = tl.load(beta_ptr + offs, mask=mask, other=1.0)
+        for i in range(n_chunks):
+            t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
+                                         stride_t, BLOCK_T, REVERSE, FLIP)
+            t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
+                                            stride_b, stride_t, BLOCK_T, REVERSE, FLIP)
+            if PREFETCH:
+                alpha_n = tl.load(alpha_ptr + offs_n, mask=mask_n, other=0.0)
+                beta_n = tl.load(beta_ptr + offs_n, mask=mask_n, other=1.0)
+            out, carry, b_edge, _ = scan_tile(
+                alpha.to(ACC), beta.to(ACC), carry, agg_ptr, status_ptr, rows, row_mask, pid_b,
+                pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP)
+            agg_b = agg_b * b_edge
+            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
+                store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
+            if PREFETCH:
+                alpha, beta = alpha_n, beta_n
+            else:
+                alpha = tl.load(alpha_ptr + offs_n, mask=mask_n, other=0.0)
+                beta = tl.load(beta_ptr + offs_n, mask=mask_n, other=1.0)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
@@ -513,7 +523,8 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
 class Launch:
     """An engine-shaped kernel launch with everything but the pointers fixed: one pass,
     reduce-then-scan over time segments, or the single-pass look-back (``config.single_pass``:
-    one tile a program). A launch plan (``_plan.py``) keeps it for repeats.
+    one tile a program, or a segment of tiles swept twice). A launch plan (``_plan.py``) keeps
+    it for repeats.
 
     Engine kernels take, in order: ``pointers`` (inputs, then outputs), ``agg_ptr, status_ptr,
     B, T, n_seg, seg_len``, ``ints`` (strides, ...), ``scalars`` (float32 hi/lo pairs),
@@ -522,6 +533,8 @@ class Launch:
 
     __slots__ = ("kernel", "grid", "num_warps", "B", "acc", "device", "cuda_index", "middle",
                  "tile", "one_pass", "single_pass", "launchers", "grid3")
+    # single_pass: the look-back's PHASE (3: a tile a program; 4: a segment of tiles swept
+    # twice, reduce then scan), or 0 for none.
 
     def __init__(self, kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, device,
                  ints: tuple, scalars: tuple = (), flags: tuple = ()):
@@ -533,10 +546,10 @@ class Launch:
         self.middle = (B, T, self.grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
         self.tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config), int(config.flip))
         self.one_pass = (*self.middle, 0, *self.tile) if self.grid[1] == 1 else None
-        self.single_pass = config.single_pass and self.one_pass is None
+        self.single_pass = 0
+        if config.single_pass and self.one_pass is None:
+            self.single_pass = 3 if config.seg_len == config.BLOCK_T else 4
         self.launchers = {}  # one-pass direct launchers by device and pointer alignment
-        if self.single_pass and config.seg_len != config.BLOCK_T:
-            raise ValueError("a single-pass split takes one tile per program (seg_len == BLOCK_T)")
         if abs(config.flip) > 1 and config.BLOCK_T % abs(config.flip):
             raise ValueError(f"runs of {abs(config.flip)} steps must divide "
                              f"BLOCK_T={config.BLOCK_T}")
@@ -555,8 +568,8 @@ class Launch:
             # a flag a tile.
             link = torch.empty((3, self.B * grid[1]), dtype=self.acc, device=self.device)
             status = torch.zeros(1 + grid[0] * grid[1], dtype=torch.int32, device=self.device)
-            D.run(kernel, (grid[0] * grid[1],), w, (*pointers, link, status, *self.middle, 3,
-                                                    *self.tile), n)
+            D.run(kernel, (grid[0] * grid[1],), w, (*pointers, link, status, *self.middle,
+                                                    self.single_pass, *self.tile), n)
             return
         agg = torch.empty((2, self.B * grid[1]), dtype=self.acc, device=self.device)
         D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 1, *self.tile), n)

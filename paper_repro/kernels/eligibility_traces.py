@@ -17,6 +17,7 @@ from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
     incoming_carry,
+    look_back,
     next_tile,
     program_ids,
     row_block,
@@ -59,29 +60,35 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
         carry0 = tl.load(seed_ptr + rows, mask=row_mask, other=0.0).to(ACC)
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, False)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
-    t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                 BLOCK_T, False, FLIP)
-    x, d = decayed_inputs(x_ptr, done_ptr, offs, mask, t, stride_t, PREVIOUS_DONE)
-    for i in range(n_chunks):
-        t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+    for sweep in tl.static_range(1 + (PHASE == 4)):
+        # PHASE 4 sweeps its segment twice: reduce, look back, scan and store.
+        if sweep == 1:
+            carry = look_back(agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
+                              carry, agg_b, carry0, False)
+            agg_b = tl.full([BLOCK_B], 1.0, ACC)
+        t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, False, FLIP)
-        t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                        stride_b, stride_t, BLOCK_T, False, FLIP)
-        if PREFETCH:
-            x_n, d_n = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, stride_t,
-                                      PREVIOUS_DONE)
-        alpha = x.to(ACC)
-        beta = tl.where(mask, k * (1.0 - d.to(ACC)), 1.0)
-        out, carry, b_edge, _ = scan_tile(
-            alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-            n_seg, PHASE, BLOCK_T, False, FLIP)
-        agg_b = agg_b * b_edge
-        if PHASE != 1:
-            store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
-        if PREFETCH:
-            x, d = x_n, d_n
-        else:
-            x, d = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, stride_t, PREVIOUS_DONE)
+        x, d = decayed_inputs(x_ptr, done_ptr, offs, mask, t, stride_t, PREVIOUS_DONE)
+        for i in range(n_chunks):
+            t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
+                                         stride_t, BLOCK_T, False, FLIP)
+            t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
+                                            stride_b, stride_t, BLOCK_T, False, FLIP)
+            if PREFETCH:
+                x_n, d_n = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, stride_t,
+                                          PREVIOUS_DONE)
+            alpha = x.to(ACC)
+            beta = tl.where(mask, k * (1.0 - d.to(ACC)), 1.0)
+            out, carry, b_edge, _ = scan_tile(
+                alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+                n_seg, PHASE, BLOCK_T, False, FLIP)
+            agg_b = agg_b * b_edge
+            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
+                store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
+            if PREFETCH:
+                x, d = x_n, d_n
+            else:
+                x, d = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, stride_t, PREVIOUS_DONE)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 

@@ -15,6 +15,7 @@ from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
     incoming_carry,
+    look_back,
     next_tile,
     program_ids,
     raw_flags,
@@ -68,40 +69,46 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
     pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, True, BLOCK_B)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
     t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
-    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s,
-                           tl.zeros([BLOCK_B], ACC), PHASE, True)
-    agg_b = tl.full([BLOCK_B], 1.0, ACC)
+    carry0 = tl.zeros([BLOCK_B], ACC)
+    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, True)
     last = tl.zeros([BLOCK_B], ACC)
     if HAS_LAST:
         last = tl.load(last_ptr + rows, mask=row_mask, other=0.0).to(ACC)
-    t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                 BLOCK_T, True, FLIP)
-    r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
-                                            T, stride_t, HAS_TRUNC)
-    for i in range(n_chunks):
-        t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+    agg_b = tl.full([BLOCK_B], 1.0, ACC)
+    for sweep in tl.static_range(1 + (PHASE == 4)):
+        # PHASE 4 sweeps its segment twice: reduce, look back, scan and store.
+        if sweep == 1:
+            carry = look_back(agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
+                              carry, agg_b, carry0, True)
+            agg_b = tl.full([BLOCK_B], 1.0, ACC)
+        t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True, FLIP)
-        t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                        stride_b, stride_t, BLOCK_T, True, FLIP)
-        if PREFETCH:
-            r_n, v_n, v_next_n, term_n, trunc_n = step_inputs(
-                r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, T, stride_t, HAS_TRUNC)
-        done, cut = term.to(ACC), trunc.to(ACC)
-        nu = next_state_value(v_next, boot_ptr, last, offs, mask, t, T, cut,
-                              HAS_BOOT, HAS_LAST, ACC)
-        alpha = tl.where(mask, r.to(ACC) + g * (1.0 - done) * nu - v.to(ACC), 0.0)
-        beta = tl.where(mask, gl * (1.0 - tl.minimum(done + cut, 1.0)), 1.0)
-        out, carry, b_edge, _ = scan_tile(
-            alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-            n_seg, PHASE, BLOCK_T, True, FLIP)
-        agg_b = agg_b * b_edge
-        if PHASE != 1:
-            store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
-        if PREFETCH:
-            r, v, v_next, term, trunc = r_n, v_n, v_next_n, term_n, trunc_n
-        else:
-            r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n,
-                                                    mask_n, t_n, T, stride_t, HAS_TRUNC)
+        r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
+                                                T, stride_t, HAS_TRUNC)
+        for i in range(n_chunks):
+            t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
+                                         stride_t, BLOCK_T, True, FLIP)
+            t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
+                                            stride_b, stride_t, BLOCK_T, True, FLIP)
+            if PREFETCH:
+                r_n, v_n, v_next_n, term_n, trunc_n = step_inputs(
+                    r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, T, stride_t, HAS_TRUNC)
+            done, cut = term.to(ACC), trunc.to(ACC)
+            nu = next_state_value(v_next, boot_ptr, last, offs, mask, t, T, cut,
+                                  HAS_BOOT, HAS_LAST, ACC)
+            alpha = tl.where(mask, r.to(ACC) + g * (1.0 - done) * nu - v.to(ACC), 0.0)
+            beta = tl.where(mask, gl * (1.0 - tl.minimum(done + cut, 1.0)), 1.0)
+            out, carry, b_edge, _ = scan_tile(
+                alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+                n_seg, PHASE, BLOCK_T, True, FLIP)
+            agg_b = agg_b * b_edge
+            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
+                store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
+            if PREFETCH:
+                r, v, v_next, term, trunc = r_n, v_n, v_next_n, term_n, trunc_n
+            else:
+                r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n,
+                                                        mask_n, t_n, T, stride_t, HAS_TRUNC)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 

@@ -16,6 +16,7 @@ from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
     incoming_carry,
+    look_back,
     next_tile,
     program_ids,
     raw_flags,
@@ -66,39 +67,45 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
                          other=0.0).to(ACC)
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, True)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
-    t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                 BLOCK_T, True, FLIP)
-    r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs, mask,
-                                       HAS_NEXT, HAS_TRUNC)
-    for i in range(n_chunks):
-        t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+    for sweep in tl.static_range(1 + (PHASE == 4)):
+        # PHASE 4 sweeps its segment twice: reduce, look back, scan and store.
+        if sweep == 1:
+            carry = look_back(agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
+                              carry, agg_b, carry0, True)
+            agg_b = tl.full([BLOCK_B], 1.0, ACC)
+        t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True, FLIP)
-        t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                        stride_b, stride_t, BLOCK_T, True, FLIP)
-        if PREFETCH:
-            r_n, n_n, term_n, trunc_n = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr,
-                                                       offs_n, mask_n, HAS_NEXT, HAS_TRUNC)
-        done, cut = term.to(ACC), trunc.to(ACC)
-        keep = 1.0 - tl.minimum(done + cut, 1.0)
-        alpha = r.to(ACC)
-        if HAS_NEXT:
-            alpha += g * (1.0 - lam_) * keep * n.to(ACC)
-        if HAS_BOOT and HAS_TRUNC:
-            b = tl.load(boot_ptr + offs, mask=mask & (cut != 0), other=0.0).to(ACC)
-            alpha += g * cut * b
-        alpha = tl.where(mask, alpha, 0.0)
-        beta = tl.where(mask, g * lam_ * keep, 1.0)
-        out, carry, b_edge, _ = scan_tile(
-            alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-            n_seg, PHASE, BLOCK_T, True, FLIP)
-        agg_b = agg_b * b_edge
-        if PHASE != 1:
-            store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
-        if PREFETCH:
-            r, n, term, trunc = r_n, n_n, term_n, trunc_n
-        else:
-            r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs_n,
-                                               mask_n, HAS_NEXT, HAS_TRUNC)
+        r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs, mask,
+                                           HAS_NEXT, HAS_TRUNC)
+        for i in range(n_chunks):
+            t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
+                                         stride_t, BLOCK_T, True, FLIP)
+            t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
+                                            stride_b, stride_t, BLOCK_T, True, FLIP)
+            if PREFETCH:
+                r_n, n_n, term_n, trunc_n = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr,
+                                                           offs_n, mask_n, HAS_NEXT, HAS_TRUNC)
+            done, cut = term.to(ACC), trunc.to(ACC)
+            keep = 1.0 - tl.minimum(done + cut, 1.0)
+            alpha = r.to(ACC)
+            if HAS_NEXT:
+                alpha += g * (1.0 - lam_) * keep * n.to(ACC)
+            if HAS_BOOT and HAS_TRUNC:
+                b = tl.load(boot_ptr + offs, mask=mask & (cut != 0), other=0.0).to(ACC)
+                alpha += g * cut * b
+            alpha = tl.where(mask, alpha, 0.0)
+            beta = tl.where(mask, g * lam_ * keep, 1.0)
+            out, carry, b_edge, _ = scan_tile(
+                alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+                n_seg, PHASE, BLOCK_T, True, FLIP)
+            agg_b = agg_b * b_edge
+            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
+                store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
+            if PREFETCH:
+                r, n, term, trunc = r_n, n_n, term_n, trunc_n
+            else:
+                r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs_n,
+                                                   mask_n, HAS_NEXT, HAS_TRUNC)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 

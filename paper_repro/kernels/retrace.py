@@ -20,6 +20,7 @@ from paper_repro.kernels.affine_scan import (
     Launch,
     incoming_carry,
     load_flags,
+    look_back,
     next_in_time,
     program_ids,
     row_block,
@@ -62,43 +63,49 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
     pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, True, BLOCK_B)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
     t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
-    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s,
-                           tl.zeros([BLOCK_B], ACC), PHASE, True)
+    carry0 = tl.zeros([BLOCK_B], ACC)
+    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, True)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
-    for i in range(n_chunks):
-        t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                     BLOCK_T, True, FLIP)
-        next_mask = mask & (t + 1 < T)[None, :]
-        offs3 = rows[:, None] * stride3_b + t[None, :] * stride3_t
-        expect = tl.zeros([BLOCK_B, BLOCK_T], ACC)
-        for a in range(A):
-            nq = tl.load(nq_ptr + offs3 + a * stride3_a, mask=mask, other=0.0).to(ACC)
-            if HAS_NEXT_PI:
-                w = tl.load(npi_ptr + offs3 + a * stride3_a, mask=mask, other=0.0).to(ACC)
-            else:
-                w = tl.load(pi_ptr + offs3 + a * stride3_a, mask=mask, other=0.0).to(ACC)
-            expect += w * nq
-        ratio = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a, ACC)
-        ratio_next = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs + stride_t, offs3 + stride3_t,
-                                  next_mask, A, stride3_a, ACC)
-        c_next = tl.where(next_mask, lam_ * tl.minimum(ratio_next, c_max), 0.0)
-        r = tl.load(r_ptr + offs, mask=mask, other=0.0).to(ACC)
-        q = tl.load(q_ptr + offs, mask=mask, other=0.0).to(ACC)
-        term, trunc = load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, ACC)
-        discount = g * (1.0 - term)
-        alpha = tl.where(mask, r + discount * expect - q, 0.0)
-        beta = tl.where(mask, g * c_next * (1.0 - tl.minimum(term + trunc, 1.0)), 1.0)
-        delta, carry, b_edge, carry_in = scan_tile(
-            alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-            n_seg, PHASE, BLOCK_T, True, FLIP)
-        agg_b = agg_b * b_edge
-        if PHASE != 1:
-            # Q_ret_{t+1} (0 at T-1; across a truncation it is the next episode's, as the paper).
-            q_next = tl.load(q_ptr + offs + stride_t, mask=next_mask, other=0.0).to(ACC)
-            q_ret_next = next_in_time(delta, carry_in, BLOCK_T, FLIP) + q_next
-            adv = tl.minimum(ratio, rho_max) * (r + discount * q_ret_next - q)
-            store_tile(out_ptr, (delta + q), rows, t, mask, out_stride_b, out_stride_t)
-            store_tile(adv_ptr, adv, rows, t, mask, out_stride_b, out_stride_t)
+    for sweep in tl.static_range(1 + (PHASE == 4)):
+        # PHASE 4 sweeps its segment twice: reduce, look back, scan and store.
+        if sweep == 1:
+            carry = look_back(agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
+                              carry, agg_b, carry0, True)
+            agg_b = tl.full([BLOCK_B], 1.0, ACC)
+        for i in range(n_chunks):
+            t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
+                                         stride_t, BLOCK_T, True, FLIP)
+            next_mask = mask & (t + 1 < T)[None, :]
+            offs3 = rows[:, None] * stride3_b + t[None, :] * stride3_t
+            expect = tl.zeros([BLOCK_B, BLOCK_T], ACC)
+            for a in range(A):
+                nq = tl.load(nq_ptr + offs3 + a * stride3_a, mask=mask, other=0.0).to(ACC)
+                if HAS_NEXT_PI:
+                    w = tl.load(npi_ptr + offs3 + a * stride3_a, mask=mask, other=0.0).to(ACC)
+                else:
+                    w = tl.load(pi_ptr + offs3 + a * stride3_a, mask=mask, other=0.0).to(ACC)
+                expect += w * nq
+            ratio = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a, ACC)
+            ratio_next = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs + stride_t, offs3 + stride3_t,
+                                      next_mask, A, stride3_a, ACC)
+            c_next = tl.where(next_mask, lam_ * tl.minimum(ratio_next, c_max), 0.0)
+            r = tl.load(r_ptr + offs, mask=mask, other=0.0).to(ACC)
+            q = tl.load(q_ptr + offs, mask=mask, other=0.0).to(ACC)
+            term, trunc = load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, ACC)
+            discount = g * (1.0 - term)
+            alpha = tl.where(mask, r + discount * expect - q, 0.0)
+            beta = tl.where(mask, g * c_next * (1.0 - tl.minimum(term + trunc, 1.0)), 1.0)
+            delta, carry, b_edge, carry_in = scan_tile(
+                alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+                n_seg, PHASE, BLOCK_T, True, FLIP)
+            agg_b = agg_b * b_edge
+            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
+                # Q_ret_{t+1} (0 at T-1; across a truncation the next episode's, as the paper).
+                q_next = tl.load(q_ptr + offs + stride_t, mask=next_mask, other=0.0).to(ACC)
+                q_ret_next = next_in_time(delta, carry_in, BLOCK_T, FLIP) + q_next
+                adv = tl.minimum(ratio, rho_max) * (r + discount * q_ret_next - q)
+                store_tile(out_ptr, (delta + q), rows, t, mask, out_stride_b, out_stride_t)
+                store_tile(adv_ptr, adv, rows, t, mask, out_stride_b, out_stride_t)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 

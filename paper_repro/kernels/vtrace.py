@@ -16,6 +16,7 @@ from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
     incoming_carry,
+    look_back,
     next_in_time,
     next_tile,
     program_ids,
@@ -61,53 +62,61 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
     pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, True, BLOCK_B)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
     t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
-    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s,
-                           tl.zeros([BLOCK_B], ACC), PHASE, True)
-    agg_b = tl.full([BLOCK_B], 1.0, ACC)
+    carry0 = tl.zeros([BLOCK_B], ACC)
+    carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, True)
     last = tl.zeros([BLOCK_B], ACC)
     if HAS_LAST:
         last = tl.load(last_ptr + rows, mask=row_mask, other=0.0).to(ACC)
-    t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                 BLOCK_T, True, FLIP)
-    lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
-        lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, T, stride_t, HAS_TRUNC)
-    for i in range(n_chunks):
-        t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
+    agg_b = tl.full([BLOCK_B], 1.0, ACC)
+    for sweep in tl.static_range(1 + (PHASE == 4)):
+        # PHASE 4 sweeps its segment twice: reduce, look back, scan and store.
+        if sweep == 1:
+            carry = look_back(agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
+                              carry, agg_b, carry0, True)
+            agg_b = tl.full([BLOCK_B], 1.0, ACC)
+        t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True, FLIP)
-        t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                        stride_b, stride_t, BLOCK_T, True, FLIP)
-        if PREFETCH:
-            lpt_n, lpb_n, r_n, v_n, v_next_n, term_n, trunc_n = vtrace_inputs(
-                lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, T,
-                stride_t, HAS_TRUNC)
-        is_last = (t == T - 1)[None, :]
-        ratio = tl.exp(lpt.to(ACC) - lpb.to(ACC))
-        rho = tl.minimum(ratio, rho_max)
-        v_t = v.to(ACC)
-        done, cut = term.to(ACC), trunc.to(ACC)
-        nu = next_state_value(v_next, boot_ptr, last, offs, mask, t, T, cut,
-                              HAS_BOOT, HAS_LAST, ACC)
-        discount = g * (1.0 - done)
-        alpha = tl.where(mask, rho * (r.to(ACC) + discount * nu - v_t), 0.0)
-        beta = tl.where(mask, g * tl.minimum(ratio, c_max) * (1.0 - tl.minimum(done + cut, 1.0)),
-                        1.0)
-        delta, carry, b_edge, carry_in = scan_tile(
-            alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-            n_seg, PHASE, BLOCK_T, True, FLIP)
-        agg_b = agg_b * b_edge
-        if PHASE != 1:
-            # Next target: (1 - trunc) vs_{t+1} + trunc b_t inside the window, nu at T-1.
-            delta_next = tl.where(is_last, 0.0, (1.0 - cut) * next_in_time(delta, carry_in,
-                                                                           BLOCK_T, FLIP))
-            adv = alpha + rho * discount * delta_next
-            store_tile(out_ptr, (delta + v_t), rows, t, mask, out_stride_b, out_stride_t)
-            store_tile(adv_ptr, adv, rows, t, mask, out_stride_b, out_stride_t)
-        if PREFETCH:
-            lpt, lpb, r, v, v_next, term, trunc = lpt_n, lpb_n, r_n, v_n, v_next_n, term_n, trunc_n
-        else:
-            lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
-                lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, T,
-                stride_t, HAS_TRUNC)
+        lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
+            lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, T, stride_t,
+            HAS_TRUNC)
+        for i in range(n_chunks):
+            t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
+                                         stride_t, BLOCK_T, True, FLIP)
+            t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
+                                            stride_b, stride_t, BLOCK_T, True, FLIP)
+            if PREFETCH:
+                lpt_n, lpb_n, r_n, v_n, v_next_n, term_n, trunc_n = vtrace_inputs(
+                    lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, T,
+                    stride_t, HAS_TRUNC)
+            is_last = (t == T - 1)[None, :]
+            ratio = tl.exp(lpt.to(ACC) - lpb.to(ACC))
+            rho = tl.minimum(ratio, rho_max)
+            v_t = v.to(ACC)
+            done, cut = term.to(ACC), trunc.to(ACC)
+            nu = next_state_value(v_next, boot_ptr, last, offs, mask, t, T, cut,
+                                  HAS_BOOT, HAS_LAST, ACC)
+            discount = g * (1.0 - done)
+            alpha = tl.where(mask, rho * (r.to(ACC) + discount * nu - v_t), 0.0)
+            keep = 1.0 - tl.minimum(done + cut, 1.0)
+            beta = tl.where(mask, g * tl.minimum(ratio, c_max) * keep, 1.0)
+            delta, carry, b_edge, carry_in = scan_tile(
+                alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+                n_seg, PHASE, BLOCK_T, True, FLIP)
+            agg_b = agg_b * b_edge
+            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
+                # Next target: (1 - trunc) vs_{t+1} + trunc b_t inside the window, nu at T-1.
+                delta_next = tl.where(is_last, 0.0, (1.0 - cut) * next_in_time(delta, carry_in,
+                                                                               BLOCK_T, FLIP))
+                adv = alpha + rho * discount * delta_next
+                store_tile(out_ptr, (delta + v_t), rows, t, mask, out_stride_b, out_stride_t)
+                store_tile(adv_ptr, adv, rows, t, mask, out_stride_b, out_stride_t)
+            if PREFETCH:
+                lpt, lpb, r, v, v_next = lpt_n, lpb_n, r_n, v_n, v_next_n
+                term, trunc = term_n, trunc_n
+            else:
+                lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
+                    lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, T,
+                    stride_t, HAS_TRUNC)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
