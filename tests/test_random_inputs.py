@@ -231,13 +231,15 @@ def test_prefetch_switch(est, prefetch, config, kernels):
 def test_heuristic_splits():
     """Which launch the H200 heuristic picks: look-back for very long rows from five rows up
     (Retrace's from one) and for time-major inputs with few row blocks beyond 16384 steps
-    under 32 envs, under 16, V-trace's or Retrace's (fp32 from 32 envs: two passes),
-    reduce-then-scan for shorter few-row inputs and for up to four very long rows, one pass
-    elsewhere; a look-back always walks one tile a program, in one warp for Retrace from four
-    rows, in the estimator's warps otherwise."""
+    under 32 envs, under 16, V-trace's or Retrace's (fp32 from 32 envs: segments of up to 8
+    tiles by look-back, longer ones in two passes), reduce-then-scan for shorter few-row
+    inputs and for up to four very long rows, one pass elsewhere; a look-back walks one tile
+    a program but for those time-major segments, in one warp for Retrace from four rows, in
+    the estimator's warps otherwise."""
     def kind(N, T, tm=False, wide=False, retrace=False):
         c = L.choose_config(N, T, tm, 132, wide or retrace, retrace)
-        assert not c.single_pass or c.seg_len == c.BLOCK_T
+        if c.single_pass and c.seg_len > c.BLOCK_T:
+            return "segment look-back"
         return "look-back" if c.single_pass else "two-pass" if c.seg_len < T else "one pass"
 
     assert kind(64, 131072) == kind(16, 524288, wide=True) == "look-back"
@@ -247,7 +249,10 @@ def test_heuristic_splits():
     assert kind(512, 4096, tm=True, retrace=True) == kind(4, 1048576, tm=True) == "look-back"
     assert kind(64, 131072, retrace=True) == kind(64, 131072, tm=True, wide=True) == "look-back"
     assert kind(16, 131072, tm=True) == kind(64, 131072, tm=True, retrace=True) == "look-back"
-    assert kind(64, 131072, tm=True) == kind(32, 524288, tm=True) == "two-pass"
+    assert kind(32, 524288, tm=True) == "two-pass"  # segments of 16 tiles
+    assert kind(64, 131072, tm=True) == kind(32, 131072, tm=True) == "segment look-back"
+    assert kind(128, 131072, tm=True) == "two-pass"
+    assert kind(1, 4194304) != "segment look-back" != kind(4, 1048576, tm=True)
     # about two programs an SM: 64 rows in two row blocks of 32, 128 segments of 1024 steps
     assert L.choose_config(64, 131072, True, 132, False).seg_len == 1024
     assert kind(512, 4096, tm=True) == "two-pass"

@@ -401,15 +401,19 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
                 return ScanConfig(32, 32, 1, 128, flip=_interleaved(32, 32, 1, 4))
             return ScanConfig(32, 16, 1, 128, flip=flip)
         if fp32 and B >= 32:
-            # 32x128 tiles in interleaved runs of 8 (runs rows, 64x131072): two passes over
-            # segments for about two programs an SM (discounted returns 73.6 -> 54.8 us, GAE
-            # 77.8 -> 70.8, the prefix sum 72.2 -> 54.9 against 16x128 look-back); V-trace by
-            # look-back (111.7 -> 102.3; two passes spill).
+            # 32x128 tiles in interleaved runs of 8 (runs rows, 64x131072): segments for about
+            # two programs an SM, in two passes (discounted returns 73.6 -> 54.8 us, GAE 77.8 ->
+            # 70.8, the prefix sum 72.2 -> 54.9 against 16x128 look-back) or, up to 8 tiles a
+            # segment, one launch that reduces, looks back and scans again from L2 (segment
+            # rows: 55.2 -> 52.4, 55.7 -> 52.1, eligibility traces 55.4 -> 52.1, GAE 71.6 ->
+            # 71.4; longer segments lost); V-trace by look-back (111.7 -> 102.3; two passes
+            # and segments spill).
             if wide:
                 return ScanConfig(32, 128, 4, 128, True, _interleaved(32, 128, 4, 4))
             want = triton_cdiv(2 * sms, triton_cdiv(B, 32))
             seg_chunks = max(4, triton_cdiv(chunks, want))
-            return ScanConfig(32, 128, 4, seg_chunks * 128, flip=_interleaved(32, 128, 4, 4))
+            return ScanConfig(32, 128, 4, seg_chunks * 128, seg_chunks <= 8,
+                              _interleaved(32, 128, 4, 4))
         # Single-pass look-back (512x4096: 45.2 -> 29.3 us, 64x131072: 215 -> 124), interleaved
         # runs (64x131072: discounted returns 79.4 -> 74.2 us, GAE 86.6 -> 78.6, V-trace 134
         # -> 113); fp32 Retrace in one-warp 16x32 tiles (retrace rows: 512x4096 103.3 -> 86.9,
