@@ -338,6 +338,19 @@ def release(flag_ptr, state):
 
 
 @triton.jit
+def segment_sweep(SWEEP: tl.constexpr, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+                  n_seg, carry, agg_b, carry0, REV: tl.constexpr):
+    """``(carry, agg_b)`` a sweep over the segment starts from. PHASE 4 sweeps its segment twice:
+    the first reduces it (every other phase's only sweep: both unchanged); the second starts
+    from the carry looked back from its predecessors, with a fresh edge product."""
+    if SWEEP == 1:
+        carry = look_back(agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, carry,
+                          agg_b, carry0, REV)
+        agg_b = tl.zeros_like(agg_b) + 1.0
+    return carry, agg_b
+
+
+@triton.jit
 def look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, agg_a, agg_b,
               carry0, REVERSE: tl.constexpr):
     """PHASE 3: publish this tile's aggregate (flag 1), compose the predecessors' aggregates
@@ -488,11 +501,8 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, REVERSE)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for sweep in tl.static_range(1 + (PHASE == 4)):
-        # PHASE 4 sweeps its segment twice: reduce, look back, scan and store.
-        if sweep == 1:
-            carry = look_back(agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
-                              carry, agg_b, carry0, REVERSE)
-            agg_b = tl.full([BLOCK_B], 1.0, ACC)
+        carry, agg_b = segment_sweep(sweep, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s,
+                                     B, n_seg, carry, agg_b, carry0, REVERSE)
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, REVERSE, FLIP)
         alpha = tl.load(alpha_ptr + offs, mask=mask, other=0.0)

@@ -17,12 +17,12 @@ from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
     incoming_carry,
-    look_back,
     next_tile,
     program_ids,
     row_block,
     scan_tile,
     segment_chunks,
+    segment_sweep,
     store_aggregate,
     store_tile,
     tile_offsets,
@@ -61,11 +61,8 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, False)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for sweep in tl.static_range(1 + (PHASE == 4)):
-        # PHASE 4 sweeps its segment twice: reduce, look back, scan and store.
-        if sweep == 1:
-            carry = look_back(agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
-                              carry, agg_b, carry0, False)
-            agg_b = tl.full([BLOCK_B], 1.0, ACC)
+        carry, agg_b = segment_sweep(sweep, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s,
+                                     B, n_seg, carry, agg_b, carry0, False)
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, False, FLIP)
         x, d = decayed_inputs(x_ptr, done_ptr, offs, mask, t, stride_t, PREVIOUS_DONE)

@@ -15,13 +15,13 @@ from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
     incoming_carry,
-    look_back,
     next_tile,
     program_ids,
     raw_flags,
     row_block,
     scan_tile,
     segment_chunks,
+    segment_sweep,
     store_aggregate,
     store_tile,
     tile_offsets,
@@ -76,11 +76,8 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
         last = tl.load(last_ptr + rows, mask=row_mask, other=0.0).to(ACC)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for sweep in tl.static_range(1 + (PHASE == 4)):
-        # PHASE 4 sweeps its segment twice: reduce, look back, scan and store.
-        if sweep == 1:
-            carry = look_back(agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
-                              carry, agg_b, carry0, True)
-            agg_b = tl.full([BLOCK_B], 1.0, ACC)
+        carry, agg_b = segment_sweep(sweep, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s,
+                                     B, n_seg, carry, agg_b, carry0, True)
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True, FLIP)
         r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,

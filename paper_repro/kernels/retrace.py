@@ -20,12 +20,12 @@ from paper_repro.kernels.affine_scan import (
     Launch,
     incoming_carry,
     load_flags,
-    look_back,
     next_in_time,
     program_ids,
     row_block,
     scan_tile,
     segment_chunks,
+    segment_sweep,
     store_aggregate,
     store_tile,
     tile_offsets,
@@ -67,11 +67,8 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, True)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for sweep in tl.static_range(1 + (PHASE == 4)):
-        # PHASE 4 sweeps its segment twice: reduce, look back, scan and store.
-        if sweep == 1:
-            carry = look_back(agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
-                              carry, agg_b, carry0, True)
-            agg_b = tl.full([BLOCK_B], 1.0, ACC)
+        carry, agg_b = segment_sweep(sweep, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s,
+                                     B, n_seg, carry, agg_b, carry0, True)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP)
