@@ -37,6 +37,21 @@ def hits(monkeypatch):
         yield served
 
 
+def _count():
+    """Plans recorded, over every key."""
+    return sum(map(len, _plan._PLANS.values()))
+
+
+@pytest.fixture(params=["guarded", "keyed"])
+def guard_mode(request, monkeypatch):
+    """Tensor metadata checked by torch's C++ guard, or held in the key (its fallback)."""
+    if request.param == "keyed":
+        monkeypatch.setattr(_plan, "_MAKE_GUARD", None)
+    elif _plan._MAKE_GUARD is None:
+        pytest.fail("this torch's tensor guard failed the self-test: plans key the metadata")
+    return request.param
+
+
 def _same(got, want):
     for g, w in zip(outputs(got), outputs(want)):
         assert g.dtype == w.dtype and g.shape == w.shape and g.stride() == w.stride()
@@ -105,7 +120,7 @@ def _gae(d, gamma=0.99, **kw):
     return P.compute_gae(d["r"], d["v"], d["term"], d["trunc"], gamma, 0.95, d["boot"], **kw)
 
 
-def test_what_changes_a_decision_is_a_miss(hits):
+def test_what_changes_a_decision_is_a_miss(guard_mode, hits):
     """Strides, dtypes, shapes, scalars, time_dim and an optional tensor's presence each get
     a plan of their own; every call agrees with the reference."""
     base = make_inputs(4, 16, seed=1, device=DEVICE)
@@ -133,7 +148,7 @@ def test_what_changes_a_decision_is_a_miss(hits):
         want = ref.compute_gae(d64["r"], d64["v"], d64["term"], d64["trunc"],
                                kw.get("gamma", 0.99), 0.95, d64["boot"])
         assert_close(name, layout.back(got), want, TOL[got.dtype])
-    assert len(_plan._PLANS) == len(cases)
+    assert _count() == len(cases)
 
 
 GOOD = dict(gamma=1.0, lambda_=0.95, time_dim=1)
@@ -290,9 +305,28 @@ def test_subclasses_take_no_plan(hits):
 
 def test_plans_are_bounded(monkeypatch, hits):
     monkeypatch.setattr(_plan, "MAX_PLANS", 2)
-    for T in (3, 4, 5):
-        _gae(make_inputs(2, T, device=DEVICE))
+    for gamma in (0.9, 0.8, 0.7):
+        _gae(make_inputs(2, 3, device=DEVICE), gamma=gamma)
     assert len(_plan._PLANS) == 1  # full at the third: cleared, then the third recorded
+
+
+def test_shapes_under_one_key_are_bounded_newest_first(monkeypatch, guard_mode, hits):
+    monkeypatch.setattr(_plan, "MAX_VARIANTS", 2)
+    inputs = {T: make_inputs(2, T, device=DEVICE) for T in (3, 4, 5)}
+    for T in (3, 4, 5, 4, 5):
+        _gae(inputs[T])
+    assert len(hits) == 2 and _count() == (2 if guard_mode == "guarded" else 3)
+    _gae(inputs[3])  # the oldest was dropped where shapes share a key
+    assert len(hits) == (2 if guard_mode == "guarded" else 3)
+
+
+def test_a_loop_over_shapes_finds_each_plan(guard_mode, hits):
+    inputs = [make_inputs(2, T, device=DEVICE) for T in (3, 4, 5)]
+    want = [_gae(d) for d in inputs]
+    for _ in range(2):
+        for d, w in zip(inputs, want):
+            _same(_gae(d), w)
+    assert len(hits) == 6 and _count() == 3
 
 
 def test_compile_after_plans(hits):
@@ -305,16 +339,26 @@ def test_compile_after_plans(hits):
     assert len(hits) == 1
 
 
-def test_lookup_keys_what_the_checks_distinguish():
+def _recorded_for(tensors, scalars):
+    """A stand-in plan recorded for a lookup of ``tensors`` and ``scalars``."""
+    plan, found = _plan.lookup("op", tensors, scalars)
+    assert plan is None and found is not None
+    marker = _plan.Plan(None, 0, None, 1, (0, 1), False)
+    _plan._remember(found, lambda matches: setattr(marker, "matches", matches) or marker)
+    return marker
+
+
+def test_lookup_finds_only_what_the_checks_would_not_distinguish(guard_mode, monkeypatch):
+    monkeypatch.setattr(_plan, "_PLANS", {})
     x = torch.zeros(2, 3)
-    keys = {_plan.lookup("op", (x,), s)[1] for s in [(1.0, -1), (True, -1), (1, -1), (1.0, 1),
-                                                       (1.0, True)]}
-    assert len(keys) == 5
-    assert _plan.lookup("op", (x,), (1.0,))[1] == _plan.lookup("op", (x.clone(),), (1.0,))[1]
-    for tensors in [(x.t(),), (x.double(),), (x[:1],), (None,), (x.clone().requires_grad_(),)]:
-        assert _plan.lookup("op", tensors, (1.0,))[1] != _plan.lookup("op", (x,), (1.0,))[1]
+    scalar_sets = [(1.0, -1), (True, -1), (1, -1), (1.0, 1), (1.0, True)]
+    plans = [_recorded_for((x,), s) for s in scalar_sets]
+    for s, plan in zip(scalar_sets, plans):
+        assert _plan.lookup("op", (x.clone(),), s)[0] is plan, s
+    for tensors in [(x.t(),), (x.double(),), (x[:1],), (None,), (x.clone().requires_grad_(),),
+                    (x.as_subclass(type("Tagged", (torch.Tensor,), {})),)]:
+        assert _plan.lookup("op", tensors, (1.0, -1))[0] is None
     assert _plan.lookup("op", (x,), ([1.0],)) == (None, None)  # unhashable: the checks say why
-    assert _plan.lookup("op", ([x],), (1.0,)) == (None, None)
-    assert _plan.lookup("op", (x,), (1.0,), validate=True) == (None, None)
+    assert _plan.lookup("op", (x,), (1.0, -1), validate=True) == (None, None)
     with L.force_prefetch(True):
-        assert _plan.lookup("op", (x,), (1.0,)) == (None, None)
+        assert _plan.lookup("op", (x,), (1.0, -1)) == (None, None)

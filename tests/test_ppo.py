@@ -209,7 +209,8 @@ def test_grids():
 
 
 def test_cli_cpu_writes_tables(tmp_path):
-    main(["--out", str(tmp_path), "--warmup", "0", "--iters", "2", "--convergence-updates", "1"])
+    cpu = ["--device", "cpu", "--out", str(tmp_path), "--warmup", "0", "--iters", "2"]
+    main([*cpu, "--convergence-updates", "1"])
     files = {p.name for p in tmp_path.iterdir()}
     assert files == {
         "ppo_amdahl.csv",
@@ -225,6 +226,6 @@ def test_cli_cpu_writes_tables(tmp_path):
     meta = json.loads((tmp_path / "ppo_amdahl.meta.json").read_text())
     assert {"device", "torch", "triton", "git_commit", "date", "command"} <= set(meta[0])
     # a second run replaces the rows of the configs it measured instead of appending
-    main(["--out", str(tmp_path), "--warmup", "0", "--iters", "2", "--convergence-updates", "0"])
+    main([*cpu, "--convergence-updates", "0"])
     assert len(pd.read_csv(tmp_path / "ppo_amdahl.csv")) == len(iters)
     assert len(json.loads((tmp_path / "ppo_amdahl.meta.json").read_text())) == 2

@@ -1,15 +1,18 @@
 """Launch plans: the host work of a repeated call, done once per tensor metadata and scalars.
 
-A public call is keyed by its op, the CPU backend, each tensor argument's type, shape, strides,
-dtype, device and requires_grad (or None), and each scalar's value and type (``True == 1.0``
-and they hash alike). The first call with a key runs the checks, views its tensors as
-``[B, T]`` rows and picks tiles; if it then launched Triton on its arguments' own memory (no
-copies), the launch becomes the key's plan. A repeat allocates the outputs and launches on its
-own arguments. Data pointers are not keyed: the direct launch keys their alignment. Calls that
-validate, force tiles, compile or need gradients neither use nor record plans.
+A public call is keyed by its op, the CPU backend, each argument's type and each scalar's value
+and type (``True == 1.0`` and they hash alike); the plans under a key are checked, most recent
+first, against the tensors' shape, strides, dtype, device, requires_grad and dispatch keys by
+torch's C++ tensor guard (where this torch lacks it, that metadata joins the key instead). The
+first call with new metadata runs the checks, views its tensors as ``[B, T]`` rows and picks
+tiles; if it then launched Triton on its arguments' own memory (no copies), the launch becomes
+a plan. A repeat allocates the outputs and launches on its own arguments. Data pointers are not
+keyed: the direct launch keys their alignment. Calls that validate, force tiles, compile or
+need gradients neither use nor record plans.
 """
 from __future__ import annotations
 
+import contextlib
 import operator
 import threading
 
@@ -17,8 +20,35 @@ import torch
 
 from paper_repro.kernels import _launch as L
 
-MAX_PLANS = 1024
+MAX_PLANS = 1024  # keys: one per op, argument types and scalars
+MAX_VARIANTS = 8  # plans under one key: shapes, strides, dtypes and devices, newest first
 _PLANS: dict = {}
+
+
+def _tensor_guard_factory():
+    """``make(tensors) -> guard`` whose ``guard.check(*others)`` holds iff each other tensor
+    has the type, shape, strides, dtype, device, requires_grad and dispatch keys of its
+    counterpart (torch's dynamo guard, in C++); None where this torch lacks it or it fails
+    a self-test."""
+    try:
+        from torch._C._dynamo.guards import TensorGuards
+
+        def make(tensors):
+            return TensorGuards(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
+                                dynamic_dims_strides=[list(t.stride()) for t in tensors])
+
+        x = torch.zeros(2, 3)
+        guard = make((x,))
+        others = (x.t(), x.double(), x[:1], x.clone().requires_grad_(),
+                  x.as_subclass(type("Tagged", (torch.Tensor,), {})))
+        if guard.check(x.clone()) and not any(guard.check(y) for y in others):
+            return make
+    except Exception:  # noqa: BLE001 -- any failure: key the metadata instead
+        pass
+    return None
+
+
+_MAKE_GUARD = _tensor_guard_factory()
 
 
 class _Recording(threading.local):
@@ -33,11 +63,13 @@ class Plan:
     ``launch`` on the pointers it picks from ``(*args, *outputs)``. ``grad``: an argument
     requires grad (recorded under no_grad), so grad mode needs the registered op."""
 
-    __slots__ = ("launch", "like", "dtype", "n_outputs", "pick", "grad", "present", "spread")
+    __slots__ = ("launch", "like", "dtype", "n_outputs", "pick", "grad", "present", "spread",
+                 "matches")
 
     def __init__(self, launch, like: int, dtype: torch.dtype | None, n_outputs: int,
-                 sources: tuple, grad: bool):
+                 sources: tuple, grad: bool, matches=lambda args: True):
         self.launch, self.like, self.dtype, self.n_outputs = launch, like, dtype, n_outputs
+        self.matches = matches  # args -> whether their metadata is that of the recorded call
         self.pick, self.grad = operator.itemgetter(*sources), grad
         # Each distinct tensor's address is read once (absent arguments repeat an output's).
         distinct = sorted(set(sources))
@@ -57,22 +89,64 @@ class Plan:
         return out if self.n_outputs == 1 else outs
 
 
+def _metadata(t):
+    return None if t is None else (type(t), t.shape, t.stride(), t.dtype, t.device,
+                                   t.requires_grad)
+
+
 def lookup(op: str, tensors: tuple, scalars: tuple, validate=False):
-    """``(plan, key)`` of a public call: the plan recorded under this call's key (None if there
-    is none or the call needs the registered op), and the key (None: never use a plan)."""
+    """``(plan, key)`` of a public call: the plan recorded for this call's metadata (None if
+    there is none or the call needs the registered op), and the key to record one under (None:
+    never use a plan)."""
     if validate or L.VALIDATE_ENV or L._FORCED_CONFIG[0] is not None or \
             L._FORCED_PREFETCH[0] is not None or torch.compiler.is_compiling():
         return None, None
     try:
-        key = (op, L._CPU_BACKEND[0], *[None if t is None else (
-            type(t), t.shape, t.stride(), t.dtype, t.device, t.requires_grad) for t in tensors],
-            *scalars, *map(type, scalars))
-        plan = _PLANS.get(key)
+        described = map(type, tensors) if _MAKE_GUARD else map(_metadata, tensors)
+        key = (op, L._CPU_BACKEND[0], *described, *scalars, *map(type, scalars))
+        plans = _PLANS.get(key)
     except (AttributeError, TypeError, RuntimeError):  # not plain tensors: the checks say why
         return None, None
-    if plan is not None and plan.grad and torch.is_grad_enabled():
-        return None, key  # L.needs_dispatch, with requires_grad read off the key
-    return plan, key
+    found = (key, tensors)
+    if plans is None:
+        return None, found
+    plan = plans[0]
+    if not plan.matches(tensors):
+        plan = next((p for p in plans if p.matches(tensors)), None)
+        if plan is None:
+            return None, found
+        with contextlib.suppress(ValueError):  # another thread may have moved it first
+            plans.remove(plan)
+            plans.insert(0, plan)  # a loop over a few shapes finds each at the front
+    if plan.grad and torch.is_grad_enabled():
+        return None, found  # L.needs_dispatch, with requires_grad as recorded
+    return plan, found
+
+
+def _matcher(tensors: tuple):
+    """``args -> bool``: whether ``args`` have the metadata of ``tensors``, Nones included
+    (types are keyed: only the present tensors are checked)."""
+    if _MAKE_GUARD is None:
+        return lambda args: True  # the key holds the metadata
+    where = [i for i, t in enumerate(tensors) if t is not None]
+    guard = _MAKE_GUARD([tensors[i] for i in where])
+    if len(where) == 1:
+        i = where[0]
+        return lambda args: guard.check(args[i])
+    pick = operator.itemgetter(*where)
+    return lambda args: guard.check(*pick(args))
+
+
+def _remember(found, plan_of) -> None:
+    """Keep ``plan_of(matches)`` for the call ``found`` by :func:`lookup`, newest first."""
+    key, tensors = found
+    plans = _PLANS.get(key)
+    if plans is None:
+        if len(_PLANS) >= MAX_PLANS:  # one entry per op and scalars: bound it for sweeps
+            _PLANS.clear()
+        plans = _PLANS[key] = []
+    plans.insert(0, plan_of(_matcher(tensors)))
+    del plans[MAX_VARIANTS:]
 
 
 def recorded(key, forward, *args):
@@ -94,8 +168,8 @@ def launch(job, pointers: tuple, args: tuple, outputs: tuple, order: tuple | Non
     ``order``, default ``args``' order, as views; absent ones replaced by the first output),
     then the ``[B, T]`` rows of ``outputs`` (``L.Output``)."""
     job(pointers)
-    key = _RECORDING.key
-    if key is None:
+    found = _RECORDING.key
+    if found is None:
         return
     _RECORDING.key = None
     n, inputs = len(args), len(pointers) - len(outputs)
@@ -110,9 +184,7 @@ def launch(job, pointers: tuple, args: tuple, outputs: tuple, order: tuple | Non
     like = next(i for i, a in enumerate(args) if a is outputs[0].like)
     dtype = outputs[0].tensor.dtype
     sources = (*[n if args[i] is None else i for i in order], *range(n, n + len(outputs)))
-    if len(_PLANS) >= MAX_PLANS:  # one entry per shape and scalars: bound it for sweeps
-        _PLANS.clear()
     grad = any(a is not None and a.requires_grad for a in args)
-    _PLANS[key] = Plan(job, like, None if dtype == args[like].dtype else dtype, len(outputs),
-                       sources, grad)
+    _remember(found, lambda matches: Plan(job, like, None if dtype == args[like].dtype else
+                                          dtype, len(outputs), sources, grad, matches))
 
