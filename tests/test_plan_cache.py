@@ -359,6 +359,7 @@ def test_lookup_finds_only_what_the_checks_would_not_distinguish(guard_mode, mon
                     (x.as_subclass(type("Tagged", (torch.Tensor,), {})),)]:
         assert _plan.lookup("op", tensors, (1.0, -1))[0] is None
     assert _plan.lookup("op", (x,), ([1.0],)) == (None, None)  # unhashable: the checks say why
+    assert _plan.lookup("op", ([x],), (1.0, -1)) == (None, None)
     assert _plan.lookup("op", (x,), (1.0, -1), validate=True) == (None, None)
     with L.force_prefetch(True):
         assert _plan.lookup("op", (x,), (1.0, -1)) == (None, None)

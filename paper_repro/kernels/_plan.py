@@ -108,11 +108,12 @@ def lookup(op: str, tensors: tuple, scalars: tuple, validate=False):
     except (AttributeError, TypeError, RuntimeError):  # not plain tensors: the checks say why
         return None, None
     found = (key, tensors)
-    if plans is None:
-        return None, found
+    if plans is None:  # a miss: only plain tensors' calls may record (the checks say why)
+        return None, found if all(t is None or isinstance(t, torch.Tensor)
+                                  for t in tensors) else None
     plan = plans[0]
     if not plan.matches(tensors):
-        plan = next((p for p in plans if p.matches(tensors)), None)
+        plan = next((p for p in plans[1:] if p.matches(tensors)), None)
         if plan is None:
             return None, found
         with contextlib.suppress(ValueError):  # another thread may have moved it first
