@@ -209,8 +209,8 @@ def test_retrace_long_rows_b5(T, dev):
 @pytest.mark.parametrize("textbook", [False, True])
 @pytest.mark.parametrize("time_major", [False, True])
 def test_retrace_any_number_of_actions(A, textbook, time_major, dev):
-    """Any number of actions (one, odd, eight, more than eight), either expectation, either
-    layout, against the reference."""
+    """Any number of actions (one, odd, eight: the unrolled kernels; nine and more: the loop
+    over actions), either expectation, either layout, against the reference."""
     g = torch.Generator().manual_seed(A)
     N, T = 3, 45
     pi, npi = (torch.softmax(torch.randn(N, T, A, generator=g), -1) for _ in range(2))

@@ -4,7 +4,8 @@ Delta_t = Q_ret_t - Q_t:  alpha_t = r_t + gamma (1 - term_t) E_t - Q_t,
 beta_t = gamma c_{t+1} (1 - done_t) with c_T = 0,  Delta_T = 0.  E_t is the expectation of
 Q(s_{t+1}, .) under the row-t policy (the paper's reading) or under ``next_action_probs_target``
 (textbook Retrace); proofs/retrace_expectation.py compares them. No [T, A] tile is held: the
-actions axis is reduced one action at a time, so there is no register cliff in T. (Reading
+actions axis is reduced one action at a time (unrolled up to eight actions), so there is no register
+cliff in T. (Reading
 [B, T, A] blocks at once was measured 7-14 % slower at T >= 512 on the H200.)
 """
 from typing import Optional, Tuple
@@ -46,13 +47,48 @@ def _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a, ACC: 
 
 
 @triton.jit
+def _action_term(pi_ptr, npi_ptr, nq_ptr, offs_a, mask, HAS_NEXT_PI: tl.constexpr,
+                 ACC: tl.constexpr):
+    """w_t(a) Q(s_{t+1}, a) for one action a (``offs_a``: the [B, T] offsets of action a)."""
+    nq = tl.load(nq_ptr + offs_a, mask=mask, other=0.0).to(ACC)
+    if HAS_NEXT_PI:
+        w = tl.load(npi_ptr + offs_a, mask=mask, other=0.0).to(ACC)
+    else:
+        w = tl.load(pi_ptr + offs_a, mask=mask, other=0.0).to(ACC)
+    return w * nq
+
+
+@triton.jit
+def _unrolled_actions(pi_ptr, npi_ptr, nq_ptr, mu_ptr, act_ptr, offs, offs3, mask, stride3_a,
+                      HAS_NEXT_PI: tl.constexpr, N_ACT: tl.constexpr, ACC: tl.constexpr):
+    """(E_t, pi(a_t|s_t) / mu(a_t|s_t)) for N_ACT actions known at compile time: every load is
+    issued at once, and the taken action's probability is picked from the loaded ones instead
+    of gathered after the actions arrive (out-of-range actions pick nothing: ratio 0)."""
+    act = tl.load(act_ptr + offs, mask=mask, other=0)
+    mu = tl.load(mu_ptr + offs, mask=mask, other=1.0).to(ACC)
+    expect = tl.zeros(offs.shape, ACC)
+    taken = tl.zeros(offs.shape, ACC)
+    for a in tl.static_range(N_ACT):
+        offs_a = offs3 + a * stride3_a
+        p = tl.load(pi_ptr + offs_a, mask=mask, other=0.0).to(ACC)
+        nq = tl.load(nq_ptr + offs_a, mask=mask, other=0.0).to(ACC)
+        if HAS_NEXT_PI:
+            w = tl.load(npi_ptr + offs_a, mask=mask, other=0.0).to(ACC)
+        else:
+            w = p
+        expect += w * nq
+        taken += tl.where(act == a, p, 0.0)
+    return expect, taken / mu
+
+
+@triton.jit
 def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, term_ptr,
                        trunc_ptr, out_ptr, adv_ptr, agg_ptr, status_ptr,
                        B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                        A, stride3_b, stride3_t, stride3_a,
                        gamma, gamma_lo, lam, lam_lo, c_bar, c_bar_lo, rho_bar, rho_bar_lo,
                        HAS_NEXT_PI: tl.constexpr, HAS_TRUNC: tl.constexpr,
-                       ACC: tl.constexpr, PHASE: tl.constexpr,
+                       N_ACT: tl.constexpr, ACC: tl.constexpr, PHASE: tl.constexpr,
                        BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr,
                        FLIP: tl.constexpr):
     # PREFETCH is ignored: the per-action gathers depend on the loaded actions.
@@ -74,15 +110,17 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
                                          stride_t, BLOCK_T, True, FLIP)
             next_mask = mask & (t + 1 < T)[None, :]
             offs3 = rows[:, None] * stride3_b + t[None, :] * stride3_t
-            expect = tl.zeros([BLOCK_B, BLOCK_T], ACC)
-            for a in range(A):
-                nq = tl.load(nq_ptr + offs3 + a * stride3_a, mask=mask, other=0.0).to(ACC)
-                if HAS_NEXT_PI:
-                    w = tl.load(npi_ptr + offs3 + a * stride3_a, mask=mask, other=0.0).to(ACC)
-                else:
-                    w = tl.load(pi_ptr + offs3 + a * stride3_a, mask=mask, other=0.0).to(ACC)
-                expect += w * nq
-            ratio = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a, ACC)
+            if N_ACT > 0:
+                expect, ratio = _unrolled_actions(pi_ptr, npi_ptr, nq_ptr, mu_ptr, act_ptr, offs,
+                                                  offs3, mask, stride3_a, HAS_NEXT_PI, N_ACT,
+                                                  ACC)
+            else:
+                expect = tl.zeros([BLOCK_B, BLOCK_T], ACC)
+                for a in range(A):
+                    expect += _action_term(pi_ptr, npi_ptr, nq_ptr, offs3 + a * stride3_a, mask,
+                                           HAS_NEXT_PI, ACC)
+                ratio = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a,
+                                     ACC)
             ratio_next = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs + stride_t, offs3 + stride3_t,
                                       next_mask, A, stride3_a, ACC)
             c_next = tl.where(next_mask, lam_ * tl.minimum(ratio_next, c_max), 0.0)
@@ -105,6 +143,15 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
                 store_tile(adv_ptr, adv, rows, t, mask, out_stride_b, out_stride_t)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
+
+
+# Up to this many actions the action loop is unrolled (one compiled kernel per count).
+MAX_UNROLLED_ACTIONS = 8
+
+
+def unrolled_actions(A: int) -> int:
+    """retrace_fwd_kernel's N_ACT: A where the loop over actions unrolls, else 0 (a loop)."""
+    return A if A <= MAX_UNROLLED_ACTIONS else 0
 
 
 # retrace_fwd_kernel's input pointers as indices of compute_retrace's tensor arguments
@@ -211,7 +258,8 @@ def _retrace(action_probs_target: torch.Tensor, action_probs_behavior: torch.Ten
     job = Launch(retrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(q_ret.dtype),
                  q_ret.device, (*L.layout_ints(rows, q_ret), present[0].shape[-1], *stride3),
                  L.scalar_pairs(gamma, lambda_, c_bar, rho_bar),
-                 (next_action_probs_target is not None, truncateds is not None))
+                 (next_action_probs_target is not None, truncateds is not None,
+                  unrolled_actions(present[0].shape[-1])))
     pointers = L.pointers(q_ret, named["action_probs_target"], named["next_action_probs_target"],
                           named["next_q_values_all"], t["action_probs_behavior"], t["q_values"],
                           t["actions"], t["rewards"], t["terminateds"], t["truncateds"], q_ret,
