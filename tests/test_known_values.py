@@ -1,4 +1,6 @@
 """SPEC.md worked examples, the paper library's fixed bugs (SPEC 6.2) and the identities."""
+from dataclasses import replace
+
 import pytest
 import torch
 from conftest import TOL, assert_close, device_of
@@ -6,6 +8,8 @@ from estimators import make_inputs
 
 import paper_repro as P
 from paper_repro.baselines import reference as ref
+from paper_repro.kernels import _launch as L
+from paper_repro.kernels.retrace import unrolled_actions
 
 
 def t(x, dev):
@@ -205,12 +209,19 @@ def test_retrace_long_rows_b5(T, dev):
         assert_close("retrace", g, w, 1e-4)
 
 
+# A program walking its row in three 16-step tiles: the tiles under which up to eight actions
+# unroll (retrace.unrolled_actions); the shipped tile for T = 45 is one tile, a loop.
+WALK = L.ScanConfig(1, 16, 1, 48)
+
+
 @pytest.mark.parametrize("A", [1, 3, 8, 9, 18])
 @pytest.mark.parametrize("textbook", [False, True])
 @pytest.mark.parametrize("time_major", [False, True])
-def test_retrace_any_number_of_actions(A, textbook, time_major, dev):
-    """Any number of actions (one, odd, eight: the unrolled kernels; nine and more: the loop
-    over actions), either expectation, either layout, against the reference."""
+@pytest.mark.parametrize("walk", [False, True])
+def test_retrace_any_number_of_actions(A, textbook, time_major, walk, dev):
+    """Any number of actions (up to eight unrolled where a program walks several tiles, else
+    and beyond eight the loop over actions), either expectation, either layout, against the
+    reference."""
     g = torch.Generator().manual_seed(A)
     N, T = 3, 45
     pi, npi = (torch.softmax(torch.randn(N, T, A, generator=g), -1) for _ in range(2))
@@ -225,10 +236,29 @@ def test_retrace_any_number_of_actions(A, textbook, time_major, dev):
     want = ref.compute_retrace(*args, **kw)
     move = (lambda x: x.transpose(0, 1).contiguous().to(dev)) if time_major else \
         (lambda x: x.to(dev))
-    got = P.compute_retrace(*[move(x) if torch.is_tensor(x) else x for x in args],
-                            **{k: move(v) for k, v in kw.items()}, time_dim=0 if time_major else -1)
+    tile = replace(WALK, flip=0 if time_major else 4) if walk else None
+    with L.force_config(tile):
+        got = P.compute_retrace(*[move(x) if torch.is_tensor(x) else x for x in args],
+                                **{k: move(v) for k, v in kw.items()},
+                                time_dim=0 if time_major else -1)
     for y, w in zip(got, want):
         assert_close("retrace", y.transpose(0, 1) if time_major else y, w, TOL[torch.float32])
+
+
+def test_retrace_unrolls_actions_only_where_a_program_walks_tiles():
+    """N_ACT: the action count where one program walks a whole row of several tiles in one
+    pass and there are at most eight actions; 0 (the loop) for one tile, a split of time or
+    more actions."""
+    assert unrolled_actions(4, WALK, 45) == 4
+    assert unrolled_actions(8, WALK, 45) == 8
+    assert unrolled_actions(9, WALK, 45) == 0
+    assert unrolled_actions(4, WALK, 64) == 0  # two programs along time
+    assert unrolled_actions(4, L.ScanConfig(1, 64, 1, 64), 45) == 0  # one tile
+    assert unrolled_actions(4, replace(WALK, seg_len=16, single_pass=True), 45) == 0
+    shipped = L.choose_config(512, 4096, False, 132, True, True)
+    assert unrolled_actions(4, shipped, 4096) == 4
+    for n, t in ((4096, 128), (32768, 32), (64, 131072)):
+        assert unrolled_actions(4, L.choose_config(n, t, False, 132, True, True), t) == 0
 
 
 # ------------------------------------------------------------------ SPEC 1.4 / 1.5 returns
