@@ -47,18 +47,6 @@ def _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a, ACC: 
 
 
 @triton.jit
-def _action_term(pi_ptr, npi_ptr, nq_ptr, offs_a, mask, HAS_NEXT_PI: tl.constexpr,
-                 ACC: tl.constexpr):
-    """w_t(a) Q(s_{t+1}, a) for one action a (``offs_a``: the [B, T] offsets of action a)."""
-    nq = tl.load(nq_ptr + offs_a, mask=mask, other=0.0).to(ACC)
-    if HAS_NEXT_PI:
-        w = tl.load(npi_ptr + offs_a, mask=mask, other=0.0).to(ACC)
-    else:
-        w = tl.load(pi_ptr + offs_a, mask=mask, other=0.0).to(ACC)
-    return w * nq
-
-
-@triton.jit
 def _unrolled_actions(pi_ptr, npi_ptr, nq_ptr, mu_ptr, act_ptr, offs, offs3, mask, stride3_a,
                       HAS_NEXT_PI: tl.constexpr, N_ACT: tl.constexpr, ACC: tl.constexpr):
     """(E_t, pi(a_t|s_t) / mu(a_t|s_t)) for N_ACT actions known at compile time: every load is
@@ -117,8 +105,13 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
             else:
                 expect = tl.zeros([BLOCK_B, BLOCK_T], ACC)
                 for a in range(A):
-                    expect += _action_term(pi_ptr, npi_ptr, nq_ptr, offs3 + a * stride3_a, mask,
-                                           HAS_NEXT_PI, ACC)
+                    nq = tl.load(nq_ptr + offs3 + a * stride3_a, mask=mask, other=0.0).to(ACC)
+                    if HAS_NEXT_PI:
+                        w = tl.load(npi_ptr + offs3 + a * stride3_a, mask=mask,
+                                    other=0.0).to(ACC)
+                    else:
+                        w = tl.load(pi_ptr + offs3 + a * stride3_a, mask=mask, other=0.0).to(ACC)
+                    expect += w * nq
                 ratio = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a,
                                      ACC)
             ratio_next = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs + stride_t, offs3 + stride3_t,
