@@ -240,7 +240,7 @@ def test_heuristic_splits():
     tiles by look-back, longer ones in two passes), reduce-then-scan for shorter few-row
     inputs and for up to four very long rows, one pass elsewhere; a look-back walks one tile
     a program but for those time-major segments, in one warp for V-trace from four rows, in
-    1024-step tiles of four warps for Retrace, in the estimator's warps otherwise."""
+    1024-step tiles of four warps for fp32 Retrace, in the estimator's warps otherwise."""
     def kind(N, T, tm=False, wide=False, retrace=False):
         c = L.choose_config(N, T, tm, 132, wide or retrace, retrace)
         if c.single_pass and c.seg_len > c.BLOCK_T:
@@ -269,6 +269,7 @@ def test_heuristic_splits():
     assert L.choose_config(4096, 128, True, 132, True, True, itemsize=2).BLOCK_T == 32
     assert L.choose_config(16, 524288, False, 132, True, True).num_warps == 4  # Retrace
     assert L.choose_config(64, 131072, False, 132, True, True).BLOCK_T == 1024
+    assert L.choose_config(64, 131072, False, 132, True, True, itemsize=2).num_warps == 1
     assert L.choose_config(16, 524288, False, 132, True, lookback_warps=8).num_warps == 8
     assert L.choose_config(16, 524288, False, 132, False, False, 2, 8).num_warps == 4  # bf16
     assert L.choose_config(16, 524288, False, 132, True, False, 2, 8).num_warps == 1

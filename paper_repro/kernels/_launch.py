@@ -314,17 +314,18 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
         if T >= 131072:
             # Single-pass look-back, one row-tile a program: the inputs are read once
             # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7); V-trace in one-warp tiles
-            # from 4 rows up (64x131072 bf16 70.6 us, in 2048-step tiles 82-86); Retrace in
-            # 1024-step tiles of 4 warps (64x131072: 249 -> 227 us, bf16 216 -> 200 against
-            # one-warp 256-step tiles). fp32 2048-step tiles in the estimator's warps
+            # from 4 rows up (64x131072 bf16 70.6 us, in 2048-step tiles 82-86); fp32 Retrace in
+            # 1024-step tiles of 4 warps (against one-warp 256-step tiles, 64x131072: 245 -> 226
+            # us, 16x524288 262 -> 241, 4x1048576 150 -> 132; bf16 with bool flags lost, 232 ->
+            # 313, so other dtypes keep one warp). fp32 2048-step tiles in the estimator's warps
             # (long_probe.csv, look-back rows; 64x131072 and 16x524288 in 8 warps: discounted
             # returns 55.2 -> 49.9 and 59.7 -> 54.5 us, V-trace from one-warp 512-step tiles
             # 103.8 -> 95.5 and 112.3 -> 101.7; GAE's 4 warps 56.1, 8: 63.7; bf16 runs of 8 in
             # 8 warps, roofline.csv at fc19174: discounted returns 31.3 -> 40.3 us).
             if itemsize == 4 and not retrace:
                 return ScanConfig(1, 2048, lookback_warps, 2048, True)
-            if wide and B >= 4 and not retrace:
-                return ScanConfig(1, 512, 1, 512, True)
+            if wide and B >= 4 and not (retrace and itemsize == 4):
+                return ScanConfig(1, 256 if retrace else 512, 1, 256 if retrace else 512, True)
             return ScanConfig(1, tile, 4, tile, True)
         # Reduce-then-scan over time segments of >= 4 tiles, ~8 programs an SM
         # (4x1048576: 74.6 -> 56.0 us with 4096-step segments instead of 8192).
