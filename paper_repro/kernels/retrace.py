@@ -4,9 +4,9 @@ Delta_t = Q_ret_t - Q_t:  alpha_t = r_t + gamma (1 - term_t) E_t - Q_t,
 beta_t = gamma c_{t+1} (1 - done_t) with c_T = 0,  Delta_T = 0.  E_t is the expectation of
 Q(s_{t+1}, .) under the row-t policy (the paper's reading) or under ``next_action_probs_target``
 (textbook Retrace); proofs/retrace_expectation.py compares them. No [T, A] tile is held: the
-actions axis is reduced one action at a time (unrolled up to eight actions), so there is no
-register cliff in T. (Reading [B, T, A] blocks at once was measured 7-14 % slower at T >= 512
-on the H200.)
+actions axis is reduced one action at a time (up to eight actions unrolled where a program
+walks a row of several tiles: ``unrolled_actions``), so there is no register cliff in T.
+(Reading [B, T, A] blocks at once was measured 7-14 % slower at T >= 512 on the H200.)
 """
 from typing import Optional, Tuple
 
