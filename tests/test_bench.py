@@ -339,7 +339,12 @@ def test_tile_probe_candidates_are_launchable():
     segments = [c for case in TP.time_major_split_cases("segment") + lookback[1::2]
                 for c in case[-1] if c.single_pass and c.seg_len > c.BLOCK_T]
     assert segments and all(c.seg_len <= 16 * c.BLOCK_T for c in segments)
-    for case in sweep + sum(families, []) + lookback:
+    sixteen = {}
+    for a, n, t, dt, fl, c in LP.sixteen_items():
+        sixteen.setdefault((a, n, t, dt, fl), []).append(c)
+    assert all(tiles[0] is None for tiles in sixteen.values())
+    sixteen = [(None, None, None, tiles[1:]) for tiles in sixteen.values()]
+    for case in sweep + sum(families, []) + lookback + sixteen:
         configs = case[-1]
         assert len(set(configs)) == len(configs)
         for c in configs:
@@ -378,6 +383,14 @@ def test_probes_time_forced_tiles(monkeypatch, capsys):
         assert len(lines) == len(pick("discounted_returns", "fp32"))
         assert all(float(x.split(",")[-2]) > 0 and float(x.split(",")[-1]) < 1e-4
                    for x in lines)
+    monkeypatch.setattr(LP, "SIXTEEN_SHAPES", [(5, 32768)])
+    monkeypatch.setattr(LP, "RETRACE_SHAPES", [(5, 8192)])
+    monkeypatch.setattr(LP, "SIXTEEN_ALGORITHMS", ["discounted_returns"])
+    LP.main(["sixteen"])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(LP.sixteen_items()) == 2 * 6 + 4 + 3 * 3
+    # 16-bit outputs (|G| up to ~30): an ulp apart where tiles sum in another order
+    assert all(float(x.split(",")[-2]) > 0 and float(x.split(",")[-1]) < 0.5 for x in lines)
 
 
 def test_sass_counts_compile_without_a_gpu():

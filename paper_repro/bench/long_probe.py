@@ -2,6 +2,7 @@
 candidates held as runs of steps, fp32 and bf16, batch-major.
 
     python -m paper_repro.bench.long_probe [lookback|segment] [warm I/K] >> data/h200/long_probe.csv
+    python -m paper_repro.bench.long_probe sixteen >> data/h200/long16.csv
 
 Lines: ``algorithm, num_envs, seq_len, dtype, tile, device_us, max_abs_diff`` (the tile as
 ``BLOCK_B x BLOCK_T x warps / seg<steps> / lb (look-back) or tp (two passes) / r<run>``; the
@@ -9,6 +10,9 @@ difference is from the shipped tile's answer). ``lookback``: the look-back's til
 instead, fp32, at the shapes it serves; ``segment``: the look-back over segments of several
 tiles (``lb`` with seg > BLOCK_T) beside two passes over the same segments. ``warm I/K``
 compiles share I of K without timing, so parallel processes fill Triton's cache first.
+``sixteen``: 16-bit rows (bf16 with bool flags, fp16 with fp16 flags; fp32 shipped beside
+them) in two passes over segments of 8 tiles, and Retrace's look-back tiles; its lines carry
+the flags' kind after the dtype.
 """
 from __future__ import annotations
 
@@ -58,6 +62,45 @@ def segment_candidates(algorithm: str, dtype: str) -> list:
                      for bt, w in ((1024, 4), (2048, 8)) for k in (2, 4, 8) for lb in (True, False)]
 
 
+SIXTEEN_SHAPES = [(64, 131072), (16, 524288)]
+SIXTEEN_ALGORITHMS = ["discounted_returns", "prefix_sum", "eligibility_traces", "lambda_returns",
+                      "gae", "vtrace"]
+RETRACE_SHAPES = [(64, 131072), (16, 524288), (4, 1048576)]
+
+
+def sixteen_items() -> list:
+    """``(algorithm, N, T, dtype, flags, tile)`` of the 16-bit probe, in its order."""
+    from paper_repro.kernels import _launch as L
+
+    S = L.ScanConfig
+    two_pass = [S(1, 2048, 4, 16384, flip=8), S(1, 1024, 4, 8192, flip=8),
+                S(1, 2048, 4, 8192, flip=8), S(1, 2048, 8, 16384, flip=8),
+                S(1, 4096, 8, 16384, flip=8)]
+    look_back = [S(1, 1024, 4, 1024, True, flip=4), S(1, 512, 2, 512, True, flip=4)]
+    items = []
+    for a in SIXTEEN_ALGORITHMS:
+        for n, t in SIXTEEN_SHAPES:
+            for dt, fl in (("fp32", "float"), ("bf16", "bool"), ("fp16", "float")):
+                items += [(a, n, t, dt, fl, c) for c in [None] + (two_pass if dt != "fp32" else [])]
+    for n, t in RETRACE_SHAPES:
+        for dt, fl in (("fp32", "float"), ("bf16", "float"), ("fp16", "float"), ("bf16", "bool")):
+            items += [("retrace", n, t, dt, fl, c)
+                      for c in [None] + (look_back if dt != "fp32" else [])]
+    return items
+
+
+def sixteen():
+    from paper_repro.bench.forced import forced_time, prepared
+
+    current = None
+    for a, n, t, dt, fl, c in sixteen_items():
+        if current != (a, n, t, dt, fl):
+            current = (a, n, t, dt, fl)
+            _, prep, want = prepared(a, n, t, dt, "NT", fl)
+        diff, us = forced_time(prep, want, c, repeats=3)
+        print(f"{a},{n},{t},{dt},{fl},{label(c)},{us:.3f},{diff:.3g}", flush=True)
+
+
 def label(c) -> str:
     if c is None:
         return "shipped"
@@ -69,6 +112,8 @@ def main(argv=None):
     from paper_repro.bench.forced import forced_time, prepared
 
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "sixteen":
+        return sixteen()
     mode = argv[0] if argv and argv[0] in ("lookback", "segment") else None
     argv = argv[1:] if mode else argv
     warm = bool(argv) and argv[0] == "warm"

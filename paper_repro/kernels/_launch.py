@@ -245,16 +245,19 @@ def num_sms(device: torch.device) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
-                  retrace: bool = False, itemsize: int = 4, lookback_warps: int = 4) -> ScanConfig:
+                  retrace: bool = False, itemsize: int = 4, lookback_warps: int = 4,
+                  two_pass_16bit: int = 0, flag_itemsize: int = 4) -> ScanConfig:
     """Tile heuristic, from the H200 sweeps in data/h200 (tuning.csv, split_probe*.csv: GAE and
     prefix-sum fp32; tile_probe.csv: every estimator, fp32 and bf16, both layouts). ``wide``:
     many live inputs (V-trace, Retrace), so half the tile; ``retrace``: one-warp tiles (its
     layout changes each cost a block barrier); ``itemsize``: bytes of a value input, which sets
     the run length of batch-major backward tiles; ``lookback_warps``: the estimator's warps for
-    a long row's 2048-step fp32 look-back tile."""
+    a long row's 2048-step fp32 look-back tile; ``two_pass_16bit``: the estimator's tile for
+    16-bit long rows in two passes (0: look-back); ``flag_itemsize``: bytes of a flag."""
     if time_major:
         return _time_major_config(B, T, sms, wide, retrace, itemsize)
-    config = _batch_major_config(B, T, sms, wide, retrace, lookback_warps, itemsize)
+    config = _batch_major_config(B, T, sms, wide, retrace, lookback_warps, itemsize,
+                                 two_pass_16bit, flag_itemsize)
     return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
 
 
@@ -271,7 +274,8 @@ def run_length(BLOCK_T: int, itemsize: int, retrace: bool) -> int:
 
 
 def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
-                        lookback_warps: int, itemsize: int) -> ScanConfig:
+                        lookback_warps: int, itemsize: int, two_pass_16bit: int = 0,
+                        flag_itemsize: int = 4) -> ScanConfig:
     if retrace and 16 < T <= 256:
         # One warp (4096x128: 12.8 -> 11.4 us); two rows of 32 steps (32768x32: 63 -> 24 us;
         # roofline.csv).
@@ -311,20 +315,28 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
             # discounted returns 0.72x the look-back's time, prefix sum 0.75x, bf16 V-trace
             # 0.57x; 4x1048576 0.65x, 0.88x, 0.68x; GAE 0.90x and 1.03x).
             return ScanConfig(1, 1024, 4, 8192)
+        if T >= 131072 and itemsize == 2 and two_pass_16bit:
+            # 16-bit rows: two passes over segments of 8 tiles, whose reads hide the latency
+            # the look-back's thinner tiles expose (long16.csv, 64x131072 and 16x524288, bf16
+            # and fp16: 2048-step tiles, prefix sum and eligibility traces 1.28-1.45x,
+            # discounted returns 1.21-1.36x; 1024-step tiles, V-trace 1.11-1.18x, lambda
+            # returns 1.00-1.16x; GAE lost with bool flags, 0.90-0.97x, so it looks back).
+            return ScanConfig(1, two_pass_16bit, 4, 8 * two_pass_16bit)
         if T >= 131072:
             # Single-pass look-back, one row-tile a program: the inputs are read once
             # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7); V-trace in one-warp tiles
             # from 4 rows up (64x131072 bf16 70.6 us, in 2048-step tiles 82-86); fp32 Retrace in
             # 1024-step tiles of 4 warps (against one-warp 256-step tiles, 64x131072: 245 -> 226
-            # us, 16x524288 262 -> 241, 4x1048576 150 -> 132; bf16 with bool flags lost, 232 ->
-            # 313, so other dtypes keep one warp). fp32 2048-step tiles in the estimator's warps
-            # (long_probe.csv, look-back rows; 64x131072 and 16x524288 in 8 warps: discounted
-            # returns 55.2 -> 49.9 and 59.7 -> 54.5 us, V-trace from one-warp 512-step tiles
-            # 103.8 -> 95.5 and 112.3 -> 101.7; GAE's 4 warps 56.1, 8: 63.7; bf16 runs of 8 in
-            # 8 warps, roofline.csv at fc19174: discounted returns 31.3 -> 40.3 us).
+            # us, 16x524288 262 -> 241, 4x1048576 150 -> 132; so do 16-bit inputs with 16-bit
+            # flags, 1.08-1.20x, long16.csv; with bool flags they lost, 231 -> 317, and keep one
+            # warp). fp32 2048-step tiles in the estimator's warps (long_probe.csv, look-back
+            # rows; 64x131072 and 16x524288 in 8 warps: discounted returns 55.2 -> 49.9 and
+            # 59.7 -> 54.5 us, V-trace from one-warp 512-step tiles 103.8 -> 95.5 and 112.3 ->
+            # 101.7; GAE's 4 warps 56.1, 8: 63.7; bf16 runs of 8 in 8 warps, roofline.csv at
+            # fc19174: discounted returns 31.3 -> 40.3 us).
             if itemsize == 4 and not retrace:
                 return ScanConfig(1, 2048, lookback_warps, 2048, True)
-            if wide and B >= 4 and not (retrace and itemsize == 4):
+            if wide and B >= 4 and not (retrace and (itemsize == 4 or flag_itemsize > 1)):
                 return ScanConfig(1, 256 if retrace else 512, 1, 256 if retrace else 512, True)
             return ScanConfig(1, tile, 4, tile, True)
         # Reduce-then-scan over time segments of >= 4 tiles, ~8 programs an SM
@@ -428,12 +440,13 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
 
 
 def config_for(B: int, T: int, stride, device, wide: bool = False,
-               retrace: bool = False, itemsize: int = 4, lookback_warps: int = 4) -> ScanConfig:
+               retrace: bool = False, itemsize: int = 4, lookback_warps: int = 4,
+               two_pass_16bit: int = 0, flag_itemsize: int = 4) -> ScanConfig:
     forced = _FORCED_CONFIG[0]
     if forced is not None:
         return forced
     return choose_config(B, T, is_time_major(stride), num_sms(device), wide, retrace, itemsize,
-                         lookback_warps)
+                         lookback_warps, two_pass_16bit, flag_itemsize)
 
 
 @dataclass
