@@ -330,6 +330,7 @@ def test_tile_probe_candidates_are_launchable():
     tile."""
     from paper_repro.bench import long_probe as LP
     from paper_repro.bench import tile_probe as TP
+    from paper_repro.bench import warps_probe as WP
 
     sweep = TP.cases()
     assert len(sweep) == 4 * 3 * 7
@@ -344,7 +345,10 @@ def test_tile_probe_candidates_are_launchable():
         sixteen.setdefault((a, n, t, dt, fl), []).append(c)
     assert all(tiles[0] is None for tiles in sixteen.values())
     sixteen = [(None, None, None, tiles[1:]) for tiles in sixteen.values()]
-    for case in sweep + sum(families, []) + lookback + sixteen:
+    warps = [(None, None, None, WP.candidates(n, t, dt)) for n, t in WP.SHAPES
+             for dt, _ in WP.VARIANTS]
+    assert all(len(case[-1]) == 3 for case in warps)
+    for case in sweep + sum(families, []) + lookback + sixteen + warps:
         configs = case[-1]
         assert len(set(configs)) == len(configs)
         for c in configs:
@@ -391,6 +395,13 @@ def test_probes_time_forced_tiles(monkeypatch, capsys):
     assert len(lines) == len(LP.sixteen_items()) == (1 + 2 * 6) + (1 + 3 * 3)
     # 16-bit outputs (|G| up to ~30): an ulp apart where tiles sum in another order
     assert all(float(x.split(",")[-2]) > 0 and float(x.split(",")[-1]) < 0.5 for x in lines)
+    from paper_repro.bench import warps_probe as WP
+
+    monkeypatch.setattr(WP, "SHAPES", [(5, 1024)])
+    WP.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == WP.COLUMNS and len(lines) == 1 + 2 * 3
+    assert all(float(x.split(",")[-2]) > 0 and float(x.split(",")[-1]) < 0.1 for x in lines[1:])
 
 
 def test_sass_counts_compile_without_a_gpu():

@@ -242,7 +242,8 @@ def test_heuristic_splits():
     a program but for those time-major segments, in one warp for V-trace from four rows, in
     1024-step tiles of four warps for Retrace but 16-bit Retrace with bool flags, in the
     estimator's warps otherwise; 16-bit rows from five rows up in two passes over segments of
-    8 of the estimator's tiles, where it names a tile."""
+    8 of the estimator's tiles, where it names a tile. Retrace's tiles that walk rows hold
+    half the others' elements a warp."""
     def kind(N, T, tm=False, wide=False, retrace=False):
         c = L.choose_config(N, T, tm, 132, wide or retrace, retrace)
         if c.single_pass and c.seg_len > c.BLOCK_T:
@@ -272,6 +273,10 @@ def test_heuristic_splits():
     assert L.choose_config(16, 524288, False, 132, True, True).num_warps == 4  # Retrace
     assert L.choose_config(64, 131072, False, 132, True, True).BLOCK_T == 1024
     assert L.choose_config(64, 131072, False, 132, True, True, itemsize=2).num_warps == 4
+    # Retrace's tiles walking rows: 128 elements a warp, others' 256
+    assert L.choose_config(512, 4096, False, 132, True, True).num_warps == 4
+    assert L.choose_config(1024, 1024, False, 132, True, True).num_warps == 8
+    assert L.choose_config(512, 4096, False, 132, True).num_warps == 2  # V-trace
     assert L.choose_config(64, 131072, False, 132, True, True, 2, flag_itemsize=1).num_warps == 1
     assert L.choose_config(4, 1048576, False, 132, True, True, 2, flag_itemsize=2).num_warps == 4
     assert L.choose_config(64, 131072, False, 132, False, False, 2, 8, 2048) == \
