@@ -249,10 +249,11 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
                   two_pass_16bit: int = 0, flag_itemsize: int = 4) -> ScanConfig:
     """Tile heuristic, from the H200 sweeps in data/h200 (tuning.csv, split_probe*.csv: GAE and
     prefix-sum fp32; tile_probe.csv: every estimator, fp32 and bf16, both layouts). ``wide``:
-    many live inputs (V-trace, Retrace), so half the tile; ``retrace``: one-warp tiles (its
-    layout changes each cost a block barrier); ``itemsize``: bytes of a value input, which sets
-    the run length of batch-major backward tiles; ``lookback_warps``: the estimator's warps for
-    a long row's 2048-step fp32 look-back tile; ``two_pass_16bit``: the estimator's tile for
+    many live inputs (V-trace, Retrace), so half the tile; ``retrace``: one-warp tiles up to 256
+    steps (its layout changes each cost a block barrier), longer ones with half the others'
+    elements a warp; ``itemsize``: bytes of a value input, which sets the run length of
+    batch-major backward tiles; ``lookback_warps``: the estimator's warps for a long row's
+    2048-step fp32 look-back tile; ``two_pass_16bit``: the estimator's tile for
     16-bit long rows in two passes (0: look-back); ``flag_itemsize``: bytes of a flag."""
     if time_major:
         return _time_major_config(B, T, sms, wide, retrace, itemsize)
