@@ -35,6 +35,7 @@ from paper_repro.kernels import _plan as P
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
 TL_ACC = {torch.float32: tl.float32, torch.float64: tl.float64}
+WORDS = {torch.float32: torch.int32, torch.float64: torch.int64}  # look-back scratch words
 
 
 @triton.jit
@@ -63,7 +64,8 @@ def program_ids(status_ptr, B, n_seg, PHASE: tl.constexpr, REVERSE: tl.constexpr
     """(row block, time segment) of this program. PHASE 3 and 4 take a ticket instead of the
     launch index, so every program a running one waits on has already started."""
     if PHASE >= 3:
-        ticket = tl.atomic_add(status_ptr, 1)
+        # relaxed: the ticket only orders programs; published words carry their own readiness
+        ticket = tl.atomic_add(status_ptr, 1, sem="relaxed")
         n_rb = tl.cdiv(B, BLOCK_B)
         pid_b = ticket % n_rb
         order = ticket // n_rb
@@ -331,10 +333,51 @@ def after_window(acc_a, acc_b, a, b):
 
 
 @triton.jit
-def release(flag_ptr, state):
-    # Every thread's stores precede the flag: a block barrier, then a release at GPU scope.
-    tl.debug_barrier()
-    tl.atomic_xchg(flag_ptr, state, sem="release")
+def as_word(value):
+    """``value``'s bits complemented, so that a zeroed scratch word reads as unpublished; the
+    one NaN whose complement is zero becomes another NaN."""
+    if value.dtype == tl.float64:
+        bits = value.to(tl.int64, bitcast=True)
+    else:
+        bits = value.to(tl.int32, bitcast=True)
+    return ~tl.where(bits == -1, bits ^ 1, bits)
+
+
+@triton.jit
+def from_word(word):
+    if word.dtype == tl.int64:
+        value = (~word).to(tl.float64, bitcast=True)
+    else:
+        value = (~word).to(tl.float32, bitcast=True)
+    return value
+
+
+@triton.jit
+def publish(ptr, value, mask):
+    # One relaxed atomic word a value: its readiness travels with it, so no flag, fence or
+    # block barrier orders it after anything.
+    tl.atomic_xchg(ptr, as_word(value), mask=mask, sem="relaxed")
+
+
+@triton.jit
+def read_words(ptr, plane, offs, mask):
+    """The (aggregate a, aggregate b, inclusive prefix) words at ``offs``, zero if unpublished."""
+    a = tl.load(ptr + offs, mask=mask, other=0, volatile=True)
+    b = tl.load(ptr + plane + offs, mask=mask, other=0, volatile=True)
+    inclusive = tl.load(ptr + 2 * plane + offs, mask=mask, other=0, volatile=True)
+    return a, b, inclusive
+
+
+@triton.jit
+def window_state(a, b, inclusive, look, j, done):
+    """Per row: the nearest window entry with an inclusive prefix (WINDOW if none; rows done or
+    entries before the first tile count as one), and whether every entry before it has its
+    aggregate."""
+    state = tl.where(inclusive != 0, 2, tl.where((a != 0) & (b != 0), 1, 0))
+    state = tl.where(look & ~done[None, :], state, 2)
+    stop = tl.min(tl.where(state == 2, j[:, None], WINDOW), axis=0)
+    first_unready = tl.min(tl.where(state == 0, j[:, None], WINDOW), axis=0)
+    return stop, tl.min(first_unready - stop, axis=0) < 0
 
 
 @triton.jit
@@ -353,54 +396,50 @@ def segment_sweep(SWEEP: tl.constexpr, agg_ptr, status_ptr, rows, row_mask, pid_
 @triton.jit
 def look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, agg_a, agg_b,
               carry0, REVERSE: tl.constexpr):
-    """PHASE 3: publish this tile's aggregate (flag 1), compose the predecessors' aggregates
-    back to the nearest inclusive prefix (flag 2; ``carry0`` before the first tile), publish
-    this tile's inclusive prefix and return its incoming carry. ``link_ptr`` holds three
-    planes (``link_offsets``): aggregate a, aggregate b, inclusive prefix; flags follow the
-    ticket counter in ``status_ptr``."""
-    flags = status_ptr + 1 + pid_b * n_seg
+    """PHASE 3: publish this tile's aggregate, compose the predecessors' aggregates back to the
+    nearest published inclusive prefix (``carry0`` before the first tile), publish this tile's
+    inclusive prefix and return its incoming carry. ``link_ptr`` is the zeroed scratch: the
+    ticket counter, then three planes of words (``link_offsets``; aggregate a, aggregate b,
+    inclusive prefix), each a value published by ``publish`` or zero."""
+    plane = B * n_seg
+    words = link_ptr + 1
     mine = link_offsets(rows, pid_s, B, n_seg, rows.shape[0])
-    tl.store(link_ptr + mine, agg_a, mask=row_mask)
-    tl.store(link_ptr + B * n_seg + mine, agg_b, mask=row_mask)
-    release(flags + pid_s, 1)
+    publish(words + mine, agg_a, row_mask)
+    publish(words + plane + mine, agg_b, row_mask)
     if REVERSE:
         k = n_seg - 2 - pid_s
     else:
         k = pid_s - 1
     acc_a = agg_a * 0.0
     acc_b = acc_a + 1.0
+    done = ~row_mask
     j = tl.arange(0, WINDOW)
     while k >= 0:
-        # Window entry j is the predecessor k - j (nearest first); those before the first tile
-        # count as published (flag 2).
+        # Window entry j is the predecessor k - j (nearest first), per row; entries before the
+        # first tile stand for a virtual tile whose inclusive prefix is the boundary.
         valid = k - j >= 0
         if REVERSE:
             seg = n_seg - 1 - (k - j)
         else:
             seg = k - j
-        state = tl.where(valid, tl.atomic_add(flags + seg, 0, mask=valid, sem="acquire"), 2)
-        while tl.min(state, axis=0) == 0:
-            state = tl.where(valid, tl.atomic_add(flags + seg, 0, mask=valid, sem="acquire"), 2)
-        tl.debug_barrier()
-        stop = tl.min(tl.where(state == 2, j, WINDOW), axis=0)
         offs = link_offsets(rows[None, :], seg[:, None], B, n_seg, rows.shape[0])
-        before = (j < stop)[:, None] & row_mask[None, :]
-        at = (j == stop)[:, None]
-        a = tl.load(link_ptr + offs, mask=before, other=0.0, cache_modifier=".cg")
-        b = tl.load(link_ptr + B * n_seg + offs, mask=before, other=1.0, cache_modifier=".cg")
-        inclusive = tl.load(link_ptr + 2 * B * n_seg + offs,
-                            mask=at & valid[:, None] & row_mask[None, :], other=0.0,
-                            cache_modifier=".cg")
-        # Before the first tile stands a virtual one whose inclusive prefix is the boundary.
-        inclusive = tl.where(valid[:, None], inclusive, carry0[None, :])
-        a = tl.where(at, inclusive, a)
-        b = tl.where(at, 0.0, b)
+        look = valid[:, None] & row_mask[None, :]
+        a, b, inclusive = read_words(words, plane, offs, look & ~done[None, :])
+        stop, waiting = window_state(a, b, inclusive, look, j, done)
+        while waiting:
+            a, b, inclusive = read_words(words, plane, offs, look & ~done[None, :])
+            stop, waiting = window_state(a, b, inclusive, look, j, done)
+        before = (j[:, None] < stop[None, :]) & ~done[None, :]
+        at = (j[:, None] == stop[None, :]) & ~done[None, :]
+        inclusive = tl.where(look, from_word(inclusive), carry0[None, :])
+        a = tl.where(at, inclusive, tl.where(before, from_word(a), 0.0))
+        b = tl.where(at, 0.0, tl.where(before, from_word(b), 1.0))
         acc_a, acc_b = after_window(acc_a, acc_b, a, b)
-        k = tl.where(stop < WINDOW, -1, k - WINDOW)
+        done = done | (stop < WINDOW)
+        k = tl.where(tl.min(done.to(tl.int32), axis=0) == 1, -1, k - WINDOW)
     carry = acc_a + acc_b * carry0
-    tl.store(link_ptr + 2 * B * n_seg + mine, agg_a + agg_b * carry, mask=row_mask)
     if SHORTCUT:
-        release(flags + pid_s, 2)
+        publish(words + 2 * plane + mine, agg_a + agg_b * carry, row_mask)
     return carry
 
 
@@ -574,11 +613,11 @@ class Launch:
                         (*pointers, pointers[-1], pointers[-1], *self.one_pass), n)
             return
         if self.single_pass:
-            # Aggregates a and b and inclusive prefixes (link_offsets); a ticket counter, then
-            # a flag a tile.
-            link = torch.empty((3, self.B * grid[1]), dtype=self.acc, device=self.device)
-            status = torch.zeros(1 + grid[0] * grid[1], dtype=torch.int32, device=self.device)
-            D.run(kernel, (grid[0] * grid[1],), w, (*pointers, link, status, *self.middle,
+            # A ticket counter, then aggregates a and b and inclusive prefixes as published
+            # words (look_back), zero until published.
+            scratch = torch.zeros(1 + 3 * self.B * grid[1], dtype=WORDS[self.acc],
+                                  device=self.device)
+            D.run(kernel, (grid[0] * grid[1],), w, (*pointers, scratch, scratch, *self.middle,
                                                     self.single_pass, *self.tile), n)
             return
         agg = torch.empty((2, self.B * grid[1]), dtype=self.acc, device=self.device)
