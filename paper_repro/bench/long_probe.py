@@ -13,6 +13,13 @@ compiles share I of K without timing, so parallel processes fill Triton's cache 
 ``sixteen``: 16-bit rows (bf16 with bool flags, fp16 with fp16 flags; fp32 shipped beside
 them) in two passes over segments of 8 tiles, and Retrace's look-back tiles; its lines carry
 the flags' kind after the dtype.
+
+    python -m paper_repro.bench.long_probe words [warm I/K] >> data/h200/words_probe.csv
+
+``words``: the look-back's tiles again once it published self-validating words: Retrace's
+batch-major and time-major tiles, up to four long rows and 16-bit rows in look-back against
+their two passes, fp32 time-major 32-row segments against one-tile look-back. Its lines carry
+the layout and the flags' kind after the dtype.
 """
 from __future__ import annotations
 
@@ -89,6 +96,61 @@ def sixteen_items() -> list:
     return items
 
 
+def _tm_run(BLOCK_B: int, BLOCK_T: int, warps: int) -> int:
+    from paper_repro.kernels import _launch as L
+
+    return L._interleaved(BLOCK_B, BLOCK_T, warps, 4)
+
+
+def words_items() -> list:
+    """``(algorithm, N, T, dtype, layout, flags, tile)`` of the ``words`` probe, in its order."""
+    from paper_repro.kernels import _launch as L
+
+    S = L.ScanConfig
+    items = []
+    for n, t in RETRACE_SHAPES:
+        items += [("retrace", n, t, "fp32", "NT", "float", c) for c in
+                  [None] + [S(1, bt, w, bt, True, flip=4) for bt, w in
+                            ((256, 1), (512, 1), (512, 2), (1024, 2), (2048, 4), (2048, 8))]]
+    items += [("retrace", 64, 131072, "bf16", "NT", "float", c)
+              for c in (None, S(1, 256, 1, 256, True, flip=4), S(1, 512, 2, 512, True, flip=4))]
+    for n, t in ((64, 131072), (512, 4096)):
+        items += [("retrace", n, t, "fp32", "TN", "float", c) for c in
+                  [None] + [S(bb, bt, w, bt, True, _tm_run(bb, bt, w)) for bb, bt, w in
+                            ((8, 32, 1), (16, 16, 1), (32, 16, 1), (16, 32, 2), (16, 64, 2),
+                             (16, 128, 4))]]
+    for a in ("discounted_returns", "prefix_sum", "lambda_returns", "gae", "vtrace"):
+        run = 0 if a == "prefix_sum" else 4
+        for n, t in ((4, 1048576), (1, 4194304)):
+            items += [(a, n, t, "fp32", "NT", "float", c) for c in
+                      [None] + [S(1, bt, w, bt, True, flip=run)
+                                for bt, w in ((1024, 4), (2048, 4), (2048, 8))]]
+    for a in ("discounted_returns", "prefix_sum", "eligibility_traces", "lambda_returns",
+              "vtrace", "gae"):
+        run = 0 if a in ("prefix_sum", "eligibility_traces") else 8
+        items += [(a, 64, 131072, "bf16", "NT", "bool", c) for c in
+                  [None] + [S(1, bt, w, bt, True, flip=run)
+                            for bt, w in ((512, 1), (1024, 4), (2048, 4), (2048, 8))]]
+    for a in ("discounted_returns", "prefix_sum", "gae"):
+        items += [(a, 64, 131072, "fp32", "TN", "float", c) for c in
+                  (None, S(32, 128, 4, 128, True, _tm_run(32, 128, 4)),
+                   S(16, 128, 4, 128, True, _tm_run(16, 128, 4)))]
+    return items
+
+
+def words(warm: bool = False, share: tuple = (0, 1)):
+    from paper_repro.bench.forced import forced_time, prepared
+
+    current = None
+    for a, n, t, dt, lay, fl, c in words_items()[share[0]::share[1]]:
+        if current != (a, n, t, dt, lay, fl):
+            current = (a, n, t, dt, lay, fl)
+            _, prep, want = prepared(a, n, t, dt, lay, fl)
+        diff, us = forced_time(prep, want, c, warm, repeats=3)
+        if not warm:
+            print(f"{a},{n},{t},{dt},{lay},{fl},{label(c)},{us:.3f},{diff:.3g}", flush=True)
+
+
 def sixteen():
     from paper_repro.bench.forced import forced_time, prepared
 
@@ -114,6 +176,9 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "sixteen":
         return sixteen()
+    if argv and argv[0] == "words":
+        warm = argv[1:2] == ["warm"]
+        return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1))
     mode = argv[0] if argv and argv[0] in ("lookback", "segment") else None
     argv = argv[1:] if mode else argv
     warm = bool(argv) and argv[0] == "warm"

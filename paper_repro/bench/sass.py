@@ -64,7 +64,10 @@ def _signature(kernel, tile, flip):
         elif name in unit:
             sig[name], const[name] = "constexpr", 1
         elif name.endswith("_ptr"):
-            sig[name] = {"status_ptr": "*i32", "act_ptr": "*i64"}.get(name, "*fp32")
+            # the look-back's scratch (PHASE 3, 4) is int32 words, the two passes' fp32
+            words = {"status_ptr": "*i32", "act_ptr": "*i64",
+                     "agg_ptr": "*i32" if phase >= 3 else "*fp32"}
+            sig[name] = words.get(name, "*fp32")
         else:
             sig[name] = "i32" if name in INTS else "fp32"
     # Time-major rows are the contiguous axis: the benchmarks' batch sizes are multiples of 16,
