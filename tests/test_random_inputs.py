@@ -4,6 +4,8 @@ import contextlib
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from conftest import BACKENDS, HAS_CUDA, TOL, assert_close, device_of
 from estimators import ESTIMATORS, LAYOUTS, make_inputs, outputs
 
@@ -11,6 +13,7 @@ import paper_repro as P
 from paper_repro.baselines import reference as ref
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _plan
+from paper_repro.kernels.affine_scan import as_word, from_word
 
 IDS = [e.name for e in ESTIMATORS]
 
@@ -154,6 +157,45 @@ def test_look_back_across_windows(est, kernels, monkeypatch):
         check(est, d, TOL[torch.float32], LAYOUTS[1])
         d = make_inputs(2, 150, dtype=torch.float64, device=device_of(kernels))
         check(est, d, TOL[torch.float64])
+
+
+@triton.jit
+def round_trip(x_ptr, word_ptr, back_ptr, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    word = as_word(tl.load(x_ptr + i, mask=i < n))
+    tl.store(word_ptr + i, word, mask=i < n)
+    tl.store(back_ptr + i, from_word(word), mask=i < n)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_published_words(dtype, kernels):
+    """A look-back word is a value's complemented bits: no value publishes as zero (zero is
+    unpublished), and every value but the all-ones NaN reads back bit for bit."""
+    ints = torch.int32 if dtype == torch.float32 else torch.int64
+    bits = torch.tensor([-1, 0, 1, -2], dtype=ints)  # all-ones NaN, +0, a denormal, a NaN
+    x = torch.cat([bits.view(dtype), torch.tensor([-0.0, float("inf"), -float("inf"),
+                                                   float("nan"), 1.5, -3.25], dtype=dtype)])
+    x = x.to(device_of(kernels))
+    word, back = torch.empty_like(x, dtype=ints), torch.empty_like(x)
+    round_trip[(1,)](x, word, back, x.numel(), BLOCK=16)
+    assert (word != 0).all()
+    assert torch.equal(back[1:].view(ints), x[1:].view(ints))
+    assert back[0].isnan()
+
+
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_look_back_passes_nan_payloads(kernels):
+    """An all-ones NaN input (the one bit pattern whose complement is zero) flows through the
+    look-back like any NaN: no successor waits on it forever, and the tiles after it in scan
+    order read NaN while those before do not."""
+    device = device_of(kernels)
+    alpha = torch.rand(2, 64, device=device)
+    alpha.view(torch.int32)[:, 40] = -1
+    config = L.ScanConfig(BLOCK_B=1, BLOCK_T=8, num_warps=1, seg_len=8, single_pass=True)
+    with kernels_on(kernels), L.force_config(config):
+        got = P.affine_scan(alpha, torch.full_like(alpha, 0.9)).cpu()  # backward in time
+    assert got[:, :41].isnan().all() and not got[:, 41:].isnan().any()
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)

@@ -270,7 +270,8 @@ def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
         gb = run_step(b, 0, R)
         for k in tl.static_range(1, R):
             ga, gb = combine(ga, gb, run_step(a, k, R), run_step(b, k, R))
-    ea, eb, ia, ib = tl.associative_scan((ga * 0.0, gb * 0.0 + 1.0, ga, gb), 1, combine_pair)
+    ea, eb, ia, ib = tl.associative_scan((tl.zeros_like(ga), tl.zeros_like(gb) + 1.0, ga, gb), 1,
+                                        combine_pair)
     last = (tl.arange(0, G) == G - 1)[None, :]
     agg_b = tl.sum(tl.where(last, ib, 0.0), axis=1)
     if PHASE == 3:
@@ -280,7 +281,7 @@ def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
     # BLOCK_T] tile as scan_in_order does (its layout stays put, no shared-memory trips).
     r = tl.arange(0, R)[None, None, :]
     xa, xb = ea, eb  # the value entering each run
-    out_a = a * 0.0
+    out_a = tl.zeros_like(a)
     out_b = out_a
     if REVERSE:
         later_a = out_a
@@ -410,7 +411,7 @@ def look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, agg_
         k = n_seg - 2 - pid_s
     else:
         k = pid_s - 1
-    acc_a = agg_a * 0.0
+    acc_a = tl.zeros_like(agg_a)  # not agg_a * 0: a NaN would reach every later tile
     acc_b = acc_a + 1.0
     done = ~row_mask
     j = tl.arange(0, WINDOW)
@@ -472,9 +473,9 @@ def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE: tl.c
     between it and the boundary (PHASE 2), a window of them at a time, so that the loads are
     in flight together instead of one after another; zero when reducing (PHASE 1, 4)."""
     if PHASE == 1:  # noqa: SIM114 (static branches)
-        carry = carry0 * 0.0
+        carry = tl.zeros_like(carry0)
     elif PHASE == 4:  # its first sweep reduces
-        carry = carry0 * 0.0
+        carry = tl.zeros_like(carry0)
     else:
         carry = carry0
     if PHASE == 2:
@@ -482,7 +483,7 @@ def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE: tl.c
             count = n_seg - 1 - pid_s
         else:
             count = pid_s
-        acc_a = carry0 * 0.0
+        acc_a = tl.zeros_like(carry0)
         acc_b = acc_a + 1.0
         # At most 256 aggregates a window: wider row blocks scan across lanes (sm_90, the
         # time-major 32 x 16 two-pass tile: 152 shuffles 8 at a time, 296 at 32).
