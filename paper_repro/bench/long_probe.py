@@ -18,7 +18,8 @@ the flags' kind after the dtype.
 
 ``words``: the look-back's tiles again once it published self-validating words: Retrace's
 batch-major and time-major tiles, up to four long rows and 16-bit rows in look-back against
-their two passes, fp32 time-major 32-row segments against one-tile look-back. Its lines carry
+their two passes, the fp32 look-back's tile and warps (as ``lookback``), fp32 time-major
+32-row segments against one-tile look-back. Its lines carry
 the layout and the flags' kind after the dtype.
 """
 from __future__ import annotations
@@ -131,6 +132,16 @@ def words_items() -> list:
         items += [(a, 64, 131072, "bf16", "NT", "bool", c) for c in
                   [None] + [S(1, bt, w, bt, True, flip=run)
                             for bt, w in ((512, 1), (1024, 4), (2048, 4), (2048, 8))]]
+    items += [("retrace", 1, 4194304, "fp32", "NT", "float", c) for c in
+              (None, S(1, 256, 1, 256, True, flip=4), S(1, 512, 2, 512, True, flip=4))]
+    for a in ("lambda_returns", "vtrace"):
+        run = 8
+        items += [(a, 16, 524288, "bf16", "NT", "bool", c) for c in
+                  (None, S(1, 512, 1, 512, True, flip=run), S(1, 2048, 4, 2048, True, flip=run))]
+        items += [(a, 64, 131072, "fp16", "NT", "float", c) for c in
+                  (None, S(1, 512, 1, 512, True, flip=run), S(1, 2048, 4, 2048, True, flip=run))]
+    items += [(a, n, t, "fp32", "NT", "float", c) for n, t in LOOKBACK_SHAPES
+              for a in LOOKBACK_ALGORITHMS for c in lookback_candidates(a, "fp32")]
     for a in ("discounted_returns", "prefix_sum", "gae"):
         items += [(a, 64, 131072, "fp32", "TN", "float", c) for c in
                   (None, S(32, 128, 4, 128, True, _tm_run(32, 128, 4)),
