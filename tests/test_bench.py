@@ -345,6 +345,12 @@ def test_tile_probe_candidates_are_launchable():
         sixteen.setdefault((a, n, t, dt, fl), []).append(c)
     assert all(tiles[0] is None for tiles in sixteen.values())
     sixteen = [(None, None, None, tiles[1:]) for tiles in sixteen.values()]
+    words = {}
+    for a, n, t, dt, lay, fl, c in LP.words_items():
+        words.setdefault((a, n, t, dt, lay, fl), []).append(c)
+    assert all(tiles[0] is None for tiles in words.values())
+    assert all(c.single_pass for tiles in words.values() for c in tiles[1:])
+    sixteen += [(None, None, None, tiles[1:]) for tiles in words.values()]
     warps = [(None, None, None, WP.candidates(n, t, dt)) for n, t in WP.SHAPES
              for dt, _ in WP.VARIANTS]
     assert all(len(case[-1]) == 3 for case in warps)
@@ -394,6 +400,10 @@ def test_probes_time_forced_tiles(monkeypatch, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(LP.sixteen_items()) == (1 + 2 * 6) + (1 + 3 * 3)
     # 16-bit outputs (|G| up to ~30): an ulp apart where tiles sum in another order
+    assert all(float(x.split(",")[-2]) > 0 and float(x.split(",")[-1]) < 0.5 for x in lines)
+    LP.words(share=(0, 57))  # four of the words probe's items, at their own shapes
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(LP.words_items()[::57]) == 4
     assert all(float(x.split(",")[-2]) > 0 and float(x.split(",")[-1]) < 0.5 for x in lines)
     from paper_repro.bench import warps_probe as WP
 

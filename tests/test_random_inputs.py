@@ -280,12 +280,12 @@ def test_heuristic_splits():
     (Retrace's from one) and for time-major inputs with few row blocks beyond 16384 steps
     under 32 envs, under 16, V-trace's or Retrace's (fp32 from 32 envs: segments of up to 8
     tiles by look-back, longer ones in two passes), reduce-then-scan for shorter few-row
-    inputs and for up to four very long rows, one pass elsewhere; a look-back walks one tile
-    a program but for those time-major segments, in one warp for V-trace from four rows, in
-    1024-step tiles of four warps for Retrace but 16-bit Retrace with bool flags, in the
-    estimator's warps otherwise; 16-bit rows from five rows up in two passes over segments of
-    8 of the estimator's tiles, where it names a tile. Retrace's tiles that walk rows hold
-    half the others' elements a warp."""
+    inputs and for up to four very long rows (fp32: up to the estimator's ``two_pass_rows``),
+    one pass elsewhere; a look-back walks one tile a program but for those time-major
+    segments: fp32 1024 steps in two warps (V-trace four), up to four rows 2048 steps in four;
+    Retrace 256 steps in one warp; 16-bit V-trace from four rows 512 steps in one; 16-bit rows
+    from five rows up in two passes over segments of 8 of the estimator's tiles, where it
+    names a tile. Retrace's tiles that walk rows hold half the others' elements a warp."""
     def kind(N, T, tm=False, wide=False, retrace=False):
         c = L.choose_config(N, T, tm, 132, wide or retrace, retrace)
         if c.single_pass and c.seg_len > c.BLOCK_T:
@@ -312,57 +312,58 @@ def test_heuristic_splits():
     assert L.choose_config(4096, 128, True, 132, True).BLOCK_T == 128  # time-major, T <= 128
     assert L.choose_config(4096, 128, True, 132, True, itemsize=2).BLOCK_T == 64
     assert L.choose_config(4096, 128, True, 132, True, True, itemsize=2).BLOCK_T == 32
-    assert L.choose_config(16, 524288, False, 132, True, True).num_warps == 4  # Retrace
-    assert L.choose_config(64, 131072, False, 132, True, True).BLOCK_T == 1024
-    assert L.choose_config(64, 131072, False, 132, True, True, itemsize=2).num_warps == 4
+    retrace = L.ScanConfig(1, 256, 1, 256, True, flip=4)  # any rows, any dtype
+    assert L.choose_config(16, 524288, False, 132, True, True) == retrace
+    assert L.choose_config(1, 4194304, False, 132, True, True) == retrace
+    assert L.choose_config(64, 131072, False, 132, True, True, itemsize=2) == retrace
     # Retrace's tiles walking rows: 128 elements a warp, others' 256
     assert L.choose_config(512, 4096, False, 132, True, True).num_warps == 4
     assert L.choose_config(1024, 1024, False, 132, True, True).num_warps == 8
     assert L.choose_config(512, 4096, False, 132, True).num_warps == 2  # V-trace
-    assert L.choose_config(64, 131072, False, 132, True, True, 2, flag_itemsize=1).num_warps == 1
-    assert L.choose_config(4, 1048576, False, 132, True, True, 2, flag_itemsize=2).num_warps == 4
-    assert L.choose_config(64, 131072, False, 132, False, False, 2, 8, 2048) == \
+    assert L.choose_config(64, 131072, False, 132, False, itemsize=2, two_pass_16bit=2048) == \
         L.ScanConfig(1, 2048, 4, 16384, flip=8)
-    assert L.choose_config(16, 524288, False, 132, True, False, 2, 8, 1024) == \
+    assert L.choose_config(16, 524288, False, 132, True, itemsize=2, two_pass_16bit=1024) == \
         L.ScanConfig(1, 1024, 4, 8192, flip=8)
-    assert L.choose_config(64, 131072, False, 132, False, False, 4, 8, 2048).single_pass  # fp32
-    assert L.choose_config(64, 131072, False, 132, False, False, 2, 4, 0).single_pass  # GAE
-    assert L.choose_config(4, 1048576, False, 132, False, False, 2, 4, 2048).BLOCK_T == 1024
-    assert L.choose_config(16, 524288, False, 132, True, lookback_warps=8).num_warps == 8
-    assert L.choose_config(16, 524288, False, 132, False, False, 2, 8).num_warps == 4  # bf16
-    assert L.choose_config(16, 524288, False, 132, True, False, 2, 8).num_warps == 1
-    assert L.choose_config(64, 131072, False, 132, False).BLOCK_T == 2048
+    # fp32 look-back: 1024 steps in two warps, V-trace's in four; up to four rows 2048 in four
+    assert L.choose_config(64, 131072, False, 132, False, two_pass_16bit=2048) == \
+        L.ScanConfig(1, 1024, 2, 1024, True, flip=4)
+    assert L.choose_config(16, 524288, False, 132, True) == L.ScanConfig(1, 1024, 4, 1024, True, 4)
+    assert L.choose_config(4, 1048576, False, 132, False, two_pass_rows=3) == \
+        L.ScanConfig(1, 2048, 4, 2048, True, flip=4)
+    assert L.choose_config(1, 4194304, False, 132, True, two_pass_rows=0).single_pass  # V-trace
+    assert L.choose_config(3, 4194304, False, 132, False, two_pass_rows=3).seg_len == 8192
+    assert L.choose_config(4, 1048576, False, 132, False, itemsize=2, two_pass_rows=0) == \
+        L.ScanConfig(1, 1024, 4, 8192, flip=8)  # 16-bit: two passes up to four rows
+    assert L.choose_config(64, 131072, False, 132, False, itemsize=2).single_pass  # GAE
+    assert L.choose_config(16, 524288, False, 132, False, itemsize=2).num_warps == 4  # bf16
+    assert L.choose_config(16, 524288, False, 132, True, itemsize=2).num_warps == 1
     assert L.choose_config(1, 4194304, False, 132, True).seg_len == 8192
 
 
-LOOKBACK_WARPS = {"vtrace": 8, "vtrace_clip_last_value": 8, "lambda_returns": 8,
-                  "discounted_returns": 8}
-TWO_PASS_16BIT = {"vtrace": 1024, "vtrace_clip_last_value": 1024, "lambda_returns": 1024,
-                  "discounted_returns": 2048, "eligibility_traces": 2048,
+TWO_PASS_16BIT = {"discounted_returns": 2048, "eligibility_traces": 2048,
                   "prefix_sum_ends_at": 2048, "prefix_sum_starts_at": 2048}
+TWO_PASS_ROWS = {"vtrace": 0, "vtrace_clip_last_value": 0, "lambda_returns": 3, "gae": 3,
+                 "gae_last_value": 3}
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
-@pytest.mark.parametrize("flag_dtype", [torch.float32, torch.bool])
-def test_lookback_warps(est, kernels, flag_dtype, monkeypatch):
-    """Each estimator hands the heuristic the warps of its long-row look-back tile (8 for the
-    returns and V-trace, long_probe.csv; 4 elsewhere), its 16-bit two-pass tile (none for GAE
-    and Retrace) and, Retrace, the bytes of its flags."""
+def test_long_row_choices(est, kernels, monkeypatch):
+    """Each estimator hands the heuristic its 16-bit two-pass tile (the returns without values,
+    the prefix sum and the eligibility traces; words_probe.csv) and up to how many fp32 long
+    rows it takes two passes (V-trace none, GAE and TD(lambda) three, the others four)."""
     seen, config_for = [], L.config_for
 
     def spy(*args, **kwargs):
-        seen.append((kwargs.get("lookback_warps", 4), kwargs.get("two_pass_16bit", 0),
-                     kwargs.get("flag_itemsize")))
+        seen.append((kwargs.get("two_pass_16bit", 0), kwargs.get("two_pass_rows", 4)))
         return config_for(*args, **kwargs)
 
     monkeypatch.setattr(L, "config_for", spy)
     monkeypatch.setattr(_plan, "_PLANS", {})  # no recorded launch plans
     with kernels_on(kernels):
-        est.call(P, make_inputs(3, 8, flag_dtype=flag_dtype, device=device_of(kernels)))
-    flag_bytes = flag_dtype.itemsize if est.name.startswith("retrace") else None
-    assert seen and set(seen) == {(LOOKBACK_WARPS.get(est.name, 4),
-                                   TWO_PASS_16BIT.get(est.name, 0), flag_bytes)}
+        est.call(P, make_inputs(3, 8, device=device_of(kernels)))
+    assert seen and set(seen) == {(TWO_PASS_16BIT.get(est.name, 0),
+                                   TWO_PASS_ROWS.get(est.name, 4))}
 
 
 def test_flip_rule():

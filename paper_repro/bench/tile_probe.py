@@ -207,7 +207,7 @@ def _sweep(pairs, writer, f):
             current = (a, N, T, dtype, layout)
             case, prep, want = prepared(a, N, T, dtype, layout, flags)
         shipped = L.choose_config(N, T, layout == "TN", sms, a in WIDE, a == "retrace",
-                                  2 if dtype == "bf16" else 4, lookback_warps(a))
+                                  2 if dtype == "bf16" else 4, **long_row_choices(a))
         if cfg is not None and cfg == shipped:
             continue
         tile = shipped if cfg is None else cfg
@@ -267,13 +267,20 @@ def _backward_runs(case, cfg):
 FORWARD = ("eligibility_traces", "prefix_sum")
 
 
-def lookback_warps(algorithm: str) -> int:
-    """The warps the estimator asks for in a long row's look-back tile (``LOOKBACK_WARPS``)."""
-    from paper_repro.kernels import lambda_returns, vtrace
+def long_row_choices(algorithm: str) -> dict:
+    """The estimator's long-row arguments to the heuristic: its 16-bit two-pass tile and up to
+    how many fp32 rows it takes two passes."""
+    from paper_repro.kernels import eligibility_traces, gae, lambda_returns, vtrace
 
-    return {"discounted_returns": lambda_returns.LOOKBACK_WARPS,
-            "lambda_returns": lambda_returns.LOOKBACK_WARPS,
-            "vtrace": vtrace.LOOKBACK_WARPS}.get(algorithm, 4)
+    modules = {"discounted_returns": lambda_returns, "lambda_returns": lambda_returns,
+               "gae": gae, "vtrace": vtrace, "eligibility_traces": eligibility_traces,
+               "prefix_sum": eligibility_traces}
+    m = modules.get(algorithm)
+    if m is None:  # Retrace
+        return {}
+    no_values = "_NO_VALUES" if algorithm == "discounted_returns" else ""
+    return {"two_pass_16bit": getattr(m, "TWO_PASS_16BIT" + no_values, 0),
+            "two_pass_rows": getattr(m, "TWO_PASS_ROWS" + no_values, 4)}
 
 
 if __name__ == "__main__":

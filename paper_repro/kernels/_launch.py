@@ -245,20 +245,20 @@ def num_sms(device: torch.device) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
-                  retrace: bool = False, itemsize: int = 4, lookback_warps: int = 4,
-                  two_pass_16bit: int = 0, flag_itemsize: int = 4) -> ScanConfig:
+                  retrace: bool = False, itemsize: int = 4, two_pass_16bit: int = 0,
+                  two_pass_rows: int = 4) -> ScanConfig:
     """Tile heuristic, from the H200 sweeps in data/h200 (tuning.csv, split_probe*.csv: GAE and
     prefix-sum fp32; tile_probe.csv: every estimator, fp32 and bf16, both layouts). ``wide``:
     many live inputs (V-trace, Retrace), so half the tile; ``retrace``: one-warp tiles up to 256
     steps (its layout changes each cost a block barrier), longer ones with half the others'
     elements a warp; ``itemsize``: bytes of a value input, which sets the run length of
-    batch-major backward tiles; ``lookback_warps``: the estimator's warps for a long row's
-    2048-step fp32 look-back tile; ``two_pass_16bit``: the estimator's tile for
-    16-bit long rows in two passes (0: look-back); ``flag_itemsize``: bytes of a flag."""
+    batch-major backward tiles; ``two_pass_16bit``: the estimator's tile for 16-bit long rows
+    in two passes (0: look-back); ``two_pass_rows``: up to how many fp32 long rows the
+    estimator takes two passes rather than the look-back."""
     if time_major:
         return _time_major_config(B, T, sms, wide, retrace, itemsize)
-    config = _batch_major_config(B, T, sms, wide, retrace, lookback_warps, itemsize,
-                                 two_pass_16bit, flag_itemsize)
+    config = _batch_major_config(B, T, sms, wide, retrace, itemsize, two_pass_16bit,
+                                 two_pass_rows)
     return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
 
 
@@ -274,9 +274,8 @@ def run_length(BLOCK_T: int, itemsize: int, retrace: bool) -> int:
     return 4 if retrace else max(2, 16 // itemsize)
 
 
-def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
-                        lookback_warps: int, itemsize: int, two_pass_16bit: int = 0,
-                        flag_itemsize: int = 4) -> ScanConfig:
+def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, itemsize: int,
+                        two_pass_16bit: int = 0, two_pass_rows: int = 4) -> ScanConfig:
     if retrace and 16 < T <= 256:
         # One warp (4096x128: 12.8 -> 11.4 us); two rows of 32 steps (32768x32: 63 -> 24 us;
         # roofline.csv).
@@ -313,35 +312,40 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
     chunks = triton_cdiv(T, BLOCK_T)
     seg_chunks = chunks
     if row_blocks < 2 * sms and chunks >= 16 and not many_long_rows:
-        if T >= 131072 and B <= 4 and not retrace:
+        if T >= 131072 and B <= 4 and not retrace and (itemsize != 4 or two_pass_rows >= B):
             # Up to four rows: two passes over 8192-step segments of 1024-step tiles, whose
             # reads the look-back's per-tile latency does not hide (long_probe.csv; 1x4194304
             # discounted returns 0.72x the look-back's time, prefix sum 0.75x, bf16 V-trace
-            # 0.57x; 4x1048576 0.65x, 0.88x, 0.68x; GAE 0.90x and 1.03x).
+            # 0.57x). In fp32 the estimators with more inputs look back from fewer rows
+            # (``two_pass_rows``; words_probe.csv, 4x1048576 in 2048-step tiles: TD(lambda)
+            # 34.8 -> 29.3 us, GAE 35.6 -> 30.8, V-trace 62.5 -> 48.8, and V-trace 1x4194304
+            # 62.6 -> 57.9; the returns without values and the prefix sum lose 1.05-1.15x).
             return ScanConfig(1, 1024, 4, 8192)
         if T >= 131072 and itemsize == 2 and two_pass_16bit:
             # 16-bit rows: two passes over segments of 8 tiles, whose reads hide the latency
             # the look-back's thinner tiles expose (long16.csv, 64x131072 and 16x524288, bf16
             # and fp16: 2048-step tiles, prefix sum and eligibility traces 1.28-1.45x,
-            # discounted returns 1.21-1.36x; 1024-step tiles, V-trace 1.11-1.18x, lambda
-            # returns 1.00-1.16x; GAE lost with bool flags, 0.90-0.97x, so it looks back).
+            # discounted returns 1.21-1.36x; words_probe.csv: TD(lambda) and V-trace look
+            # back instead, 1.03-1.34x).
             return ScanConfig(1, two_pass_16bit, 4, 8 * two_pass_16bit)
         if T >= 131072:
             # Single-pass look-back, one row-tile a program: the inputs are read once
-            # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7); V-trace in one-warp tiles
-            # from 4 rows up (64x131072 bf16 70.6 us, in 2048-step tiles 82-86); fp32 Retrace in
-            # 1024-step tiles of 4 warps (against one-warp 256-step tiles, 64x131072: 245 -> 226
-            # us, 16x524288 262 -> 241, 4x1048576 150 -> 132; so do 16-bit inputs with 16-bit
-            # flags, 1.08-1.20x, long16.csv; with bool flags they lost, 231 -> 317, and keep one
-            # warp). fp32 2048-step tiles in the estimator's warps (long_probe.csv, look-back
-            # rows; 64x131072 and 16x524288 in 8 warps: discounted returns 55.2 -> 49.9 and
-            # 59.7 -> 54.5 us, V-trace from one-warp 512-step tiles 103.8 -> 95.5 and 112.3 ->
-            # 101.7; GAE's 4 warps 56.1, 8: 63.7; bf16 runs of 8 in 8 warps, roofline.csv at
-            # fc19174: discounted returns 31.3 -> 40.3 us).
-            if itemsize == 4 and not retrace:
-                return ScanConfig(1, 2048, lookback_warps, 2048, True)
-            if wide and B >= 4 and not (retrace and (itemsize == 4 or flag_itemsize > 1)):
-                return ScanConfig(1, 256 if retrace else 512, 1, 256 if retrace else 512, True)
+            # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7). Tiles from
+            # words_probe.csv (64x131072 and 16x524288): fp32 in 1024 steps, two warps (four
+            # for V-trace): discounted returns 48.2 -> 34.9 us, TD(lambda) 51.0 -> 40.6,
+            # V-trace 82.9 -> 69.9 against 2048 steps in 8 warps, GAE 47.8 -> 45.6 in 4; up to
+            # four rows 2048 steps in 4 warps. Retrace in one-warp 256-step tiles, any dtype
+            # (64x131072 fp32 208.9 -> 192.3 us, 1x4194304 133.8 -> 104.3, bf16 175.8 ->
+            # 169.0 against 1024 steps in 4 warps); 16-bit V-trace in one-warp 512-step tiles
+            # from four rows (64x131072 bf16 70.6 us, in 2048-step tiles 82-86).
+            if retrace:
+                return ScanConfig(1, 256, 1, 256, True)
+            if itemsize == 4:
+                if B <= 4:
+                    return ScanConfig(1, 2048, 4, 2048, True)
+                return ScanConfig(1, 1024, 4 if wide else 2, 1024, True)
+            if wide and B >= 4:
+                return ScanConfig(1, 512, 1, 512, True)
             return ScanConfig(1, tile, 4, tile, True)
         # Reduce-then-scan over time segments of >= 4 tiles, ~8 programs an SM
         # (4x1048576: 74.6 -> 56.0 us with 4096-step segments instead of 8192).
@@ -434,23 +438,23 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
                               _interleaved(32, 128, 4, 4))
         # Single-pass look-back (512x4096: 45.2 -> 29.3 us, 64x131072: 215 -> 124), interleaved
         # runs (64x131072: discounted returns 79.4 -> 74.2 us, GAE 86.6 -> 78.6, V-trace 134
-        # -> 113); fp32 Retrace in one-warp 16x32 tiles (retrace rows: 512x4096 103.3 -> 86.9,
-        # 64x131072 392.6 -> 326.9).
-        if retrace and itemsize == 4:
-            return ScanConfig(16, 32, 1, 32, True, _interleaved(16, 32, 1, 4))
-        return ScanConfig(16, BLOCK_T, 4, BLOCK_T, True,
-                          _interleaved(16, BLOCK_T, 4, 4) if fp32 else 0 if retrace else flip)
+        # -> 113); fp32 Retrace too, since the look-back publishes words (words_probe.csv:
+        # 512x4096 100.4 -> 85.0 us, 64x131072 423 -> 313 against one-warp 16x32 tiles).
+        runs = _interleaved(16, BLOCK_T, 4, 4)
+        if retrace:
+            return ScanConfig(16, BLOCK_T, 4, BLOCK_T, True, runs if itemsize == 4 else 0)
+        return ScanConfig(16, BLOCK_T, 4, BLOCK_T, True, runs if fp32 else flip)
     return ScanConfig(16, BLOCK_T, 4, chunks * BLOCK_T, flip=flip)
 
 
 def config_for(B: int, T: int, stride, device, wide: bool = False,
-               retrace: bool = False, itemsize: int = 4, lookback_warps: int = 4,
-               two_pass_16bit: int = 0, flag_itemsize: int = 4) -> ScanConfig:
+               retrace: bool = False, itemsize: int = 4, two_pass_16bit: int = 0,
+               two_pass_rows: int = 4) -> ScanConfig:
     forced = _FORCED_CONFIG[0]
     if forced is not None:
         return forced
     return choose_config(B, T, is_time_major(stride), num_sms(device), wide, retrace, itemsize,
-                         lookback_warps, two_pass_16bit, flag_itemsize)
+                         two_pass_16bit, two_pass_rows)
 
 
 @dataclass

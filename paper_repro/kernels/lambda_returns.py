@@ -31,13 +31,14 @@ from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.gae import check_flags
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
-# Warps of a long row's look-back tile (long_probe.csv, look-back rows; 64x131072
-# discounted returns 55.2 -> 49.9 us, TD(lambda) 59.5 -> 53.7).
-LOOKBACK_WARPS = 8
-# 16-bit long rows: two passes in tiles of these steps (long16.csv; TD(lambda) 1.00-1.16x,
-# discounted returns 1.21-1.36x the look-back's speed).
-TWO_PASS_16BIT = 1024
+# 16-bit long rows: two passes in tiles of these steps, without values (long16.csv: 1.21-1.36x
+# the look-back's speed); TD(lambda) looks back (words_probe.csv: 1.03-1.28x).
+TWO_PASS_16BIT = 0
 TWO_PASS_16BIT_NO_VALUES = 2048
+# Up to how many fp32 long rows two passes beat the look-back (words_probe.csv: TD(lambda)
+# looks back at 4x1048576, 34.8 -> 29.3 us; discounted returns keep two passes, 22.3 us).
+TWO_PASS_ROWS = 3
+TWO_PASS_ROWS_NO_VALUES = 4
 
 
 @triton.jit
@@ -148,9 +149,10 @@ def _returns(rewards: torch.Tensor, next_values: Optional[torch.Tensor],
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
     o = out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size(),
-                          lookback_warps=LOOKBACK_WARPS,
                           two_pass_16bit=TWO_PASS_16BIT_NO_VALUES if next_values is None
-                          else TWO_PASS_16BIT)
+                          else TWO_PASS_16BIT,
+                          two_pass_rows=TWO_PASS_ROWS_NO_VALUES if next_values is None
+                          else TWO_PASS_ROWS)
     t = rows.tensors
     job = Launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),

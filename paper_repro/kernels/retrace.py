@@ -250,8 +250,7 @@ def _retrace(action_probs_target: torch.Tensor, action_probs_behavior: torch.Ten
         return q_out.set(q_ret), adv_out.set(adv)
     q_ret, adv = q_out.rows, adv_out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, q_ret.device, wide=True, retrace=True,
-                          itemsize=q_ret.element_size(),
-                          flag_itemsize=rows["terminateds"].element_size())
+                          itemsize=q_ret.element_size())
     t = rows.tensors
     job = Launch(retrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(q_ret.dtype),
                  q_ret.device, (*L.layout_ints(rows, q_ret), present[0].shape[-1], *stride3),

@@ -31,11 +31,10 @@ from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.gae import check_flags, next_state_value, step_inputs
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
-# Warps of a long row's look-back tile (long_probe.csv, look-back rows; 64x131072:
-# 103.8 -> 95.5 us).
-LOOKBACK_WARPS = 8
-# 16-bit long rows: two passes in tiles of these steps (long16.csv: 1.11-1.18x).
-TWO_PASS_16BIT = 1024
+# Long rows look back: 16-bit ones from five rows (words_probe.csv: 63.7 -> 47.4 us at
+# 64x131072 bf16), fp32 ones from one (4x1048576: 62.5 -> 48.8 us, 1x4194304 62.6 -> 57.9).
+TWO_PASS_16BIT = 0
+TWO_PASS_ROWS = 0
 
 
 @triton.jit
@@ -198,8 +197,8 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
         return vs_out.set(vs), adv_out.set(adv)
     vs, adv = vs_out.rows, adv_out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, vs.device, wide=True,
-                          itemsize=vs.element_size(), lookback_warps=LOOKBACK_WARPS,
-                          two_pass_16bit=TWO_PASS_16BIT)
+                          itemsize=vs.element_size(), two_pass_16bit=TWO_PASS_16BIT,
+                          two_pass_rows=TWO_PASS_ROWS)
     t = rows.tensors
     job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(vs.dtype), vs.device,
                  L.layout_ints(rows, vs), L.scalar_pairs(gamma, rho_bar, c_bar),
