@@ -384,6 +384,10 @@ def test_probes_time_forced_tiles(monkeypatch, capsys):
     rows = list(csv.DictReader(io.StringIO(f.getvalue()), fieldnames=TP.COLUMNS))
     assert len(rows) >= 3 and all(float(r["device_us"]) > 0 for r in rows)
     assert all(float(r["max_abs_diff"]) < 1e-4 for r in rows)
+    LP.words(share=(0, 57))  # four of the words probe's items, at their own shapes
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(LP.words_items()[::57]) == 4
+    assert all(float(x.split(",")[-2]) > 0 and float(x.split(",")[-1]) < 0.5 for x in lines)
     monkeypatch.setattr(LP, "LOOKBACK_SHAPES", [(4, 8192)])
     monkeypatch.setattr(LP, "LOOKBACK_ALGORITHMS", ["discounted_returns"])
     for mode, pick in (("lookback", LP.lookback_candidates),
@@ -400,10 +404,6 @@ def test_probes_time_forced_tiles(monkeypatch, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(LP.sixteen_items()) == (1 + 2 * 6) + (1 + 3 * 3)
     # 16-bit outputs (|G| up to ~30): an ulp apart where tiles sum in another order
-    assert all(float(x.split(",")[-2]) > 0 and float(x.split(",")[-1]) < 0.5 for x in lines)
-    LP.words(share=(0, 57))  # four of the words probe's items, at their own shapes
-    lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(LP.words_items()[::57]) == 4
     assert all(float(x.split(",")[-2]) > 0 and float(x.split(",")[-1]) < 0.5 for x in lines)
     from paper_repro.bench import warps_probe as WP
 
