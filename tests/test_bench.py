@@ -346,7 +346,7 @@ def test_tile_probe_candidates_are_launchable():
     assert all(tiles[0] is None for tiles in sixteen.values())
     sixteen = [(None, None, None, tiles[1:]) for tiles in sixteen.values()]
     words = {}
-    for a, n, t, dt, lay, fl, c in LP.words_items():
+    for a, n, t, dt, lay, fl, c in LP.words_items() + LP.words16_items():
         words.setdefault((a, n, t, dt, lay, fl), []).append(c)
     assert all(tiles[0] is None for tiles in words.values())
     assert all(c.single_pass for tiles in words.values() for c in tiles[1:])

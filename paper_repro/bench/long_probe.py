@@ -149,11 +149,26 @@ def words_items() -> list:
     return items
 
 
-def words(warm: bool = False, share: tuple = (0, 1)):
+def words16_items() -> list:
+    """``(algorithm, N, T, dtype, layout, flags, tile)`` of the ``words16`` probe."""
+    from paper_repro.kernels import _launch as L
+
+    items = []
+    for a in SIXTEEN_ALGORITHMS:
+        run = 0 if a in ("prefix_sum", "eligibility_traces") else 8
+        for n, t, dt, fl in ((64, 131072, "bf16", "bool"), (16, 524288, "bf16", "bool"),
+                             (64, 131072, "fp16", "float")):
+            items += [(a, n, t, dt, "NT", fl, c) for c in
+                      [None] + [L.ScanConfig(1, bt, w, bt, True, flip=run) for bt, w in
+                                ((512, 1), (512, 2), (1024, 1), (1024, 2), (2048, 2), (4096, 4))]]
+    return items
+
+
+def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
     from paper_repro.bench.forced import forced_time, prepared
 
     current = None
-    for a, n, t, dt, lay, fl, c in words_items()[share[0]::share[1]]:
+    for a, n, t, dt, lay, fl, c in items()[share[0]::share[1]]:
         if current != (a, n, t, dt, lay, fl):
             current = (a, n, t, dt, lay, fl)
             _, prep, want = prepared(a, n, t, dt, lay, fl)
@@ -187,9 +202,10 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "sixteen":
         return sixteen()
-    if argv and argv[0] == "words":
+    if argv and argv[0] in ("words", "words16"):
         warm = argv[1:2] == ["warm"]
-        return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1))
+        return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),
+                     words_items if argv[0] == "words" else words16_items)
     mode = argv[0] if argv and argv[0] in ("lookback", "segment") else None
     argv = argv[1:] if mode else argv
     warm = bool(argv) and argv[0] == "warm"
