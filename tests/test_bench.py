@@ -345,12 +345,13 @@ def test_tile_probe_candidates_are_launchable():
         sixteen.setdefault((a, n, t, dt, fl), []).append(c)
     assert all(tiles[0] is None for tiles in sixteen.values())
     sixteen = [(None, None, None, tiles[1:]) for tiles in sixteen.values()]
-    words = {}
-    for a, n, t, dt, lay, fl, c in LP.words_items() + LP.words16_items():
-        words.setdefault((a, n, t, dt, lay, fl), []).append(c)
-    assert all(tiles[0] is None for tiles in words.values())
-    assert all(c.single_pass for tiles in words.values() for c in tiles[1:])
-    sixteen += [(None, None, None, tiles[1:]) for tiles in words.values()]
+    for probe in (LP.words_items, LP.words16_items):
+        words = {}
+        for a, n, t, dt, lay, fl, c in probe():
+            words.setdefault((a, n, t, dt, lay, fl), []).append(c)
+        assert all(tiles[0] is None for tiles in words.values())
+        assert all(c.single_pass for tiles in words.values() for c in tiles[1:])
+        sixteen += [(None, None, None, tiles[1:]) for tiles in words.values()]
     warps = [(None, None, None, WP.candidates(n, t, dt)) for n, t in WP.SHAPES
              for dt, _ in WP.VARIANTS]
     assert all(len(case[-1]) == 3 for case in warps)
