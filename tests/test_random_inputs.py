@@ -335,13 +335,14 @@ def test_heuristic_splits():
     assert L.choose_config(4, 1048576, False, 132, False, itemsize=2, two_pass_rows=0) == \
         L.ScanConfig(1, 1024, 4, 8192, flip=8)  # 16-bit: two passes up to four rows
     assert L.choose_config(64, 131072, False, 132, False, itemsize=2).single_pass  # GAE
-    assert L.choose_config(16, 524288, False, 132, False, itemsize=2).num_warps == 4  # bf16
+    assert L.choose_config(16, 524288, False, 132, False, itemsize=2) == \
+        L.ScanConfig(1, 1024, 1, 1024, True, flip=8)  # 16-bit, no two-pass tile
     assert L.choose_config(16, 524288, False, 132, True, itemsize=2).num_warps == 1
     assert L.choose_config(1, 4194304, False, 132, True).seg_len == 8192
 
 
-TWO_PASS_16BIT = {"discounted_returns": 2048, "eligibility_traces": 2048,
-                  "prefix_sum_ends_at": 2048, "prefix_sum_starts_at": 2048}
+TWO_PASS_16BIT = {"eligibility_traces": 2048, "prefix_sum_ends_at": 2048,
+                  "prefix_sum_starts_at": 2048}
 TWO_PASS_ROWS = {"vtrace": 0, "vtrace_clip_last_value": 0, "lambda_returns": 3, "gae": 3,
                  "gae_last_value": 3}
 
@@ -349,8 +350,8 @@ TWO_PASS_ROWS = {"vtrace": 0, "vtrace_clip_last_value": 0, "lambda_returns": 3, 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_long_row_choices(est, kernels, monkeypatch):
-    """Each estimator hands the heuristic its 16-bit two-pass tile (the returns without values,
-    the prefix sum and the eligibility traces; words_probe.csv) and up to how many fp32 long
+    """Each estimator hands the heuristic its 16-bit two-pass tile (the prefix sum and the
+    eligibility traces; words16.csv) and up to how many fp32 long
     rows it takes two passes (V-trace none, GAE and TD(lambda) three, the others four)."""
     seen, config_for = [], L.config_for
 

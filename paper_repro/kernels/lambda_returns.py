@@ -31,10 +31,6 @@ from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.gae import check_flags
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
-# 16-bit long rows: two passes in tiles of these steps, without values (long16.csv: 1.21-1.36x
-# the look-back's speed); TD(lambda) looks back (words_probe.csv: 1.03-1.28x).
-TWO_PASS_16BIT = 0
-TWO_PASS_16BIT_NO_VALUES = 2048
 # Up to how many fp32 long rows two passes beat the look-back (words_probe.csv: TD(lambda)
 # looks back at 4x1048576, 34.8 -> 29.3 us; discounted returns keep two passes, 22.3 us).
 TWO_PASS_ROWS = 3
@@ -149,8 +145,6 @@ def _returns(rewards: torch.Tensor, next_values: Optional[torch.Tensor],
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
     o = out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size(),
-                          two_pass_16bit=TWO_PASS_16BIT_NO_VALUES if next_values is None
-                          else TWO_PASS_16BIT,
                           two_pass_rows=TWO_PASS_ROWS_NO_VALUES if next_values is None
                           else TWO_PASS_ROWS)
     t = rows.tensors
