@@ -1,11 +1,13 @@
 """Device times of the shipped tiles at a few shapes, one CSV line each: run it under two
 source trees (``PYTHONPATH``) to compare kernel versions on the same GPU, alternating.
 
-    python -m paper_repro.bench.shipped_times LABEL [split] >> times.csv
+    python -m paper_repro.bench.shipped_times LABEL [split|words] >> times.csv
 
 Lines: ``label, algorithm, num_envs, seq_len, layout, device_us`` (fp32, min of 3 CUDA-graph
 timings). ``split``: the shapes whose launches split time (two passes or look-back) instead.
-``data/h200/carry_ab.csv`` and ``agg_ab.csv`` came from this.
+``words``: the look-back's shapes, fp32, bf16 with bool flags and fp64; its lines carry
+``algorithm/num_envs/seq_len/dtype/layout/flags`` as one field.
+``data/h200/carry_ab.csv``, ``agg_ab.csv`` and ``words_ab.csv`` came from this.
 """
 from __future__ import annotations
 
@@ -27,12 +29,40 @@ SPLIT_CASES = [("gae", 64, 131072, "NT"), ("discounted_returns", 64, 131072, "NT
                ("retrace", 64, 131072, "NT")]
 
 
+WORDS_CASES = [(a, n, t, dt, "NT", fl) for a in ("discounted_returns", "prefix_sum",
+                                                 "eligibility_traces", "lambda_returns", "gae",
+                                                 "vtrace", "retrace")
+               for n, t, dt, fl in ((64, 131072, "fp32", "float"), (16, 524288, "fp32", "float"),
+                                    (64, 131072, "bf16", "bool"))]
+WORDS_CASES += [(a, 64, 131072, "fp32", "TN", "float")
+                for a in ("gae", "discounted_returns", "vtrace", "retrace")]
+WORDS_CASES += [("vtrace", 512, 4096, "fp32", "TN", "float"),
+                ("retrace", 512, 4096, "fp32", "TN", "float"),
+                ("gae", 8, 524288, "fp32", "NT", "float"),
+                ("retrace", 4, 1048576, "fp32", "NT", "float"),
+                ("gae", 64, 131072, "fp64", "NT", "float")]
+
+
+def words(label: str):
+    from paper_repro.bench.inputs import make_case
+    from paper_repro.bench.providers import _ours
+    from paper_repro.tuning import device_time_us
+
+    for a, n, t, dt, layout, flags in WORDS_CASES:
+        prep = _ours(make_case(a, n, t, "plain", dt, layout, flags, device="cuda"))
+        prep.call()
+        us = min(device_time_us(prep.call) for _ in range(3))
+        print(f"{label},{a}/{n}/{t}/{dt}/{layout}/{flags},{us:.2f}", flush=True)
+
+
 def main(argv=None):
     from paper_repro.bench.inputs import make_case
     from paper_repro.bench.providers import _ours
     from paper_repro.tuning import device_time_us
 
     args = argv or sys.argv[1:] or ["run"]
+    if args[1:] == ["words"]:
+        return words(args[0])
     label, cases = args[0], SPLIT_CASES if args[1:] == ["split"] else CASES
     for a, n, t, layout in cases:
         prep = _ours(make_case(a, n, t, "plain", "fp32", layout, "float", device="cuda"))
