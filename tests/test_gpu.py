@@ -63,6 +63,28 @@ def test_cuda_graph_capture_and_replay(est):
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_cuda_graph_replays_the_look_back(est):
+    """A captured look-back zeroes its scratch on every replay: two replays on new data both
+    match the reference (stale published words would hand the second one old carries)."""
+    from paper_repro.kernels import _launch as L
+
+    d = make_inputs(3, 4000, device="cuda")
+    with L.force_config(L.ScanConfig(1, 64, 1, 64, single_pass=True)):
+        est.call(P, d)  # compile outside the capture
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = outputs(est.call(P, d))
+    for scale in (-0.5, 2.0):
+        for key in ("r", "v", "n", "nq"):
+            d[key].mul_(scale).add_(0.25)
+        graph.replay()
+        torch.cuda.synchronize()
+        for g, w in zip(captured, outputs(est.call(ref, d))):
+            assert_close(est.name, g, w, 1e-4)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 def test_no_host_synchronisation(est):
     d = make_inputs(64, 300, device="cuda")
     est.call(P, d)
