@@ -3,9 +3,9 @@
     python -m paper_repro.bench.lookback_window TAG >> lookback_window.csv
 
 Run once per variant of ``kernels/affine_scan.py``, each from its own copy of the package
-(Triton refuses a changed global constexpr inside one process): ``WINDOW`` 32, 128 or 256, and
-flag polling by acquire atomics or by volatile loads
-(``tl.load(flags + seg, mask=valid, other=0, volatile=True)``). Columns: tag, algorithm,
+(Triton refuses a changed global constexpr inside one process): ``WINDOW`` 32, 128 or 256, and,
+in the look-back of its time (flags before values; the kernel now publishes words), flag
+polling by acquire atomics or by volatile loads. Columns: tag, algorithm,
 num_envs, seq_len, time_major, tile, device_us, largest difference from the shipped tiles.
 """
 import sys
