@@ -319,14 +319,14 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
             # 0.57x). In fp32 the estimators with more inputs look back from fewer rows
             # (``two_pass_rows``; words_probe.csv, 4x1048576 in 2048-step tiles: TD(lambda)
             # 34.8 -> 29.3 us, GAE 35.6 -> 30.8, V-trace 62.5 -> 48.8, and V-trace 1x4194304
-            # 62.6 -> 57.9; the returns without values and the prefix sum lose 1.05-1.15x).
+            # 62.6 -> 57.9; the returns without values and the prefix sum lose 1.08-1.15x).
             return ScanConfig(1, 1024, 4, 8192)
         if T >= 131072 and itemsize == 2 and two_pass_16bit:
             # 16-bit rows: two passes over segments of 8 tiles, whose reads hide the latency
             # the look-back's thinner tiles expose (long16.csv, 64x131072 and 16x524288, bf16
             # and fp16: 2048-step tiles, prefix sum and eligibility traces 1.28-1.45x,
-            # discounted returns 1.21-1.36x; words_probe.csv: TD(lambda) and V-trace look
-            # back instead, 1.03-1.34x).
+            # discounted returns 1.21-1.36x). Only the forward scans name a tile now: the
+            # backward ones look back (words_probe.csv, words16.csv: 1.09-1.34x).
             return ScanConfig(1, two_pass_16bit, 4, 8 * two_pass_16bit)
         if T >= 131072:
             # Single-pass look-back, one row-tile a program: the inputs are read once
