@@ -21,6 +21,12 @@ batch-major and time-major tiles, up to four long rows and 16-bit rows in look-b
 their two passes, the fp32 look-back's tile and warps (as ``lookback``), fp32 time-major
 32-row segments against one-tile look-back. Its lines carry
 the layout and the flags' kind after the dtype.
+
+    python -m paper_repro.bench.long_probe segwords [warm I/K] >> data/h200/segwords.csv
+
+``segwords``: look-backs over segments of 2 to 16 tiles (PHASE 4), whose window of
+predecessors is read in one round since words, beside the shipped tiles: time-major 512x4096
+and 64x131072, up to four fp32 long rows, bf16 prefix sums, eligibility traces and GAE.
 """
 from __future__ import annotations
 
@@ -164,6 +170,48 @@ def words16_items() -> list:
     return items
 
 
+def segwords_items() -> list:
+    """``(algorithm, N, T, dtype, layout, flags, tile)`` of the ``segwords`` probe: segment
+    look-backs (PHASE 4) now that a window of predecessors is read in one round, beside the
+    shipped tiles and one-tile look-backs: time-major 512x4096 and 64x131072, up to four fp32
+    long rows, and the 16-bit forward scans and GAE."""
+    from paper_repro.kernels import _launch as L
+
+    S = L.ScanConfig
+
+    def tm(bb, bt, w, k):
+        return S(bb, bt, w, k * bt, True, _tm_run(bb, bt, w))
+
+    items = []
+    for a in ("discounted_returns", "lambda_returns", "gae", "prefix_sum", "eligibility_traces",
+              "vtrace"):
+        tiles = ([(16, 32, 1, k) for k in (1, 4, 8)] + [(32, 16, 1, k) for k in (4, 8)] +
+                 [(16, 64, 2, k) for k in (2, 4)] + [(16, 128, 4, k) for k in (1, 2)]
+                 if a == "vtrace" else
+                 [(32, 32, 1, k) for k in (1, 2, 4, 8, 16)] + [(16, 32, 1, k) for k in (4, 8)] +
+                 [(32, 16, 1, k) for k in (4, 8)] + [(32, 128, 4, k) for k in (1, 2, 4)] +
+                 [(16, 128, 4, k) for k in (1, 2)])
+        items += [(a, 512, 4096, "fp32", "TN", "float", c)
+                  for c in [None] + [tm(*x) for x in tiles]]
+    for a in ("discounted_returns", "prefix_sum", "gae"):
+        items += [(a, 64, 131072, "fp32", "TN", "float", c)
+                  for c in [None] + [tm(32, 128, 4, k) for k in (1, 2, 4, 8)]]
+    for a in ("discounted_returns", "prefix_sum", "lambda_returns", "gae", "vtrace"):
+        run = 0 if a == "prefix_sum" else 4
+        for n, t in ((4, 1048576), (1, 4194304)):
+            items += [(a, n, t, "fp32", "NT", "float", c) for c in
+                      [None] + [S(1, bt, w, k * bt, True, flip=run) for bt, w, k in
+                                ((1024, 4, 2), (1024, 4, 4), (1024, 4, 8), (2048, 4, 2),
+                                 (2048, 4, 4), (2048, 8, 4))]]
+    for a, run in (("prefix_sum", 0), ("eligibility_traces", 0), ("gae", 8)):
+        for n, t in ((64, 131072), (16, 524288))[:1 if a == "gae" else 2]:
+            items += [(a, n, t, "bf16", "NT", "bool", c) for c in
+                      [None] + [S(1, bt, w, k * bt, True, flip=run) for bt, w, k in
+                                ((1024, 1, 2), (1024, 1, 4), (1024, 4, 4), (1024, 4, 8),
+                                 (2048, 4, 2), (2048, 4, 4))]]
+    return items
+
+
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
     from paper_repro.bench.forced import forced_time, prepared
 
@@ -202,10 +250,11 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "sixteen":
         return sixteen()
-    if argv and argv[0] in ("words", "words16"):
+    probes = {"words": words_items, "words16": words16_items, "segwords": segwords_items}
+    if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),
-                     words_items if argv[0] == "words" else words16_items)
+                     probes[argv[0]])
     mode = argv[0] if argv and argv[0] in ("lookback", "segment") else None
     argv = argv[1:] if mode else argv
     warm = bool(argv) and argv[0] == "warm"
