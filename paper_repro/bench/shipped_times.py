@@ -1,13 +1,15 @@
 """Device times of the shipped tiles at a few shapes, one CSV line each: run it under two
 source trees (``PYTHONPATH``) to compare kernel versions on the same GPU, alternating.
 
-    python -m paper_repro.bench.shipped_times LABEL [split|words] >> times.csv
+    python -m paper_repro.bench.shipped_times LABEL [split|words|neighbour [gate]] >> times.csv
 
 Lines: ``label, algorithm, num_envs, seq_len, layout, device_us`` (fp32, min of 3 CUDA-graph
 timings). ``split``: the shapes whose launches split time (two passes or look-back) instead.
 ``words``: the look-back's shapes, fp32, bf16 with bool flags and fp64; its lines carry
-``algorithm/num_envs/seq_len/dtype/layout/flags`` as one field.
-``data/h200/carry_ab.csv``, ``agg_ab.csv`` and ``words_ab.csv`` came from this.
+``algorithm/num_envs/seq_len/dtype/layout/flags`` as one field. ``neighbour``: the same for
+the estimators that read a neighbouring step (``NEIGHBOUR_CASES``); ``gate`` adds the float64
+gate's verdict and largest error. ``data/h200/carry_ab.csv``, ``agg_ab.csv``, ``words_ab.csv``
+and ``neighbour_ab.csv`` came from this.
 """
 from __future__ import annotations
 
@@ -43,16 +45,40 @@ WORDS_CASES += [("vtrace", 512, 4096, "fp32", "TN", "float"),
                 ("gae", 64, 131072, "fp64", "NT", "float")]
 
 
-def words(label: str):
+# The estimators that read a neighbouring step of an input (V_{t+1}, the flag at t-1), at
+# every roofline and long-row shape, fp32 and bf16 with bool flags, plus fp64 and time-major.
+NEIGHBOUR_CASES = []
+for _a in ("prefix_sum", "eligibility_traces", "gae", "vtrace"):
+    for _n, _t in ((64, 131072), (16, 524288), (4, 1048576), (1, 4194304), (512, 4096),
+                   (4096, 128), (32768, 32)):
+        NEIGHBOUR_CASES += [(_a, _n, _t, "fp32", "NT", "float"), (_a, _n, _t, "bf16", "NT", "bool")]
+    NEIGHBOUR_CASES += [(_a, 64, 131072, "fp64", "NT", "float"),
+                        (_a, 4096, 128, "fp32", "TN", "float")]
+
+
+def words(label: str, cases=WORDS_CASES, gate=False):
+    """One line a case: ``label,algorithm/N/T/dtype/layout/flags,us`` and, with ``gate``,
+    whether the outputs pass the float64 gate and their largest error."""
+    import torch
+
+    from paper_repro.bench import gate as G
     from paper_repro.bench.inputs import make_case
     from paper_repro.bench.providers import _ours
     from paper_repro.tuning import device_time_us
 
-    for a, n, t, dt, layout, flags in WORDS_CASES:
-        prep = _ours(make_case(a, n, t, "plain", dt, layout, flags, device="cuda"))
-        prep.call()
+    for a, n, t, dt, layout, flags in cases:
+        case = make_case(a, n, t, "plain", dt, layout, flags, device="cuda")
+        prep = _ours(case)
+        out = prep.outputs(prep.call())
+        verdict = ""
+        if gate:
+            dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp64": torch.float64}[dt]
+            r = G.compare(G.expected_outputs(case), out, dtype)
+            verdict = f",{r.ok},{r.max_abs_err:.2e}"
         us = min(device_time_us(prep.call) for _ in range(3))
-        print(f"{label},{a}/{n}/{t}/{dt}/{layout}/{flags},{us:.2f}", flush=True)
+        print(f"{label},{a}/{n}/{t}/{dt}/{layout}/{flags},{us:.2f}{verdict}", flush=True)
+        del case, prep, out
+        torch.cuda.empty_cache()
 
 
 def main(argv=None):
@@ -63,6 +89,8 @@ def main(argv=None):
     args = argv or sys.argv[1:] or ["run"]
     if args[1:] == ["words"]:
         return words(args[0])
+    if args[1:2] == ["neighbour"]:
+        return words(args[0], NEIGHBOUR_CASES, gate=args[2:] == ["gate"])
     label, cases = args[0], SPLIT_CASES if args[1:] == ["split"] else CASES
     for a, n, t, layout in cases:
         prep = _ours(make_case(a, n, t, "plain", "fp32", layout, "float", device="cuda"))

@@ -15,6 +15,7 @@ from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
     incoming_carry,
+    neighbour_load,
     next_tile,
     program_ids,
     raw_flags,
@@ -50,12 +51,15 @@ def next_state_value(v_next, boot_ptr, last, offs, mask, t, T, trunc,
 
 
 @triton.jit
-def step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, T, stride_t,
-                HAS_TRUNC: tl.constexpr):
+def step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, rows, row_mask, T, stride_b,
+                stride_t, HAS_TRUNC: tl.constexpr, FLIP: tl.constexpr):
     """One tile's r_t, V_t, V_{t+1} and flags as stored (unconverted: no wait on the loads)."""
     r = tl.load(r_ptr + offs, mask=mask, other=0.0)
     v = tl.load(v_ptr + offs, mask=mask, other=0.0)
-    v_next = tl.load(v_ptr + offs + stride_t, mask=mask & (t + 1 < T)[None, :], other=0.0)
+    if FLIP > 1:  # runs of ascending steps: V_{t+1} from V_t's registers
+        v_next = neighbour_load(v, v_ptr, offs, mask, t, row_mask, T, stride_t, FLIP, True)
+    else:
+        v_next = tl.load(v_ptr + offs + stride_t, mask=mask & (t + 1 < T)[None, :], other=0.0)
     term, trunc = raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC)
     return r, v, v_next, term, trunc
 
@@ -85,7 +89,8 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True, FLIP)
         r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
-                                                T, stride_t, HAS_TRUNC)
+                                                rows, row_mask, T, stride_b, stride_t, HAS_TRUNC,
+                                                FLIP)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP)
@@ -93,7 +98,8 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
                                             stride_b, stride_t, BLOCK_T, True, FLIP)
             if PREFETCH:
                 r_n, v_n, v_next_n, term_n, trunc_n = step_inputs(
-                    r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, T, stride_t, HAS_TRUNC)
+                    r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, rows, row_mask, T,
+                    stride_b, stride_t, HAS_TRUNC, FLIP)
             done, cut = term.to(ACC), trunc.to(ACC)
             nu = next_state_value(v_next, boot_ptr, last, offs, mask, t, T, cut,
                                   HAS_BOOT, HAS_LAST, ACC)
@@ -108,8 +114,9 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
             if PREFETCH:
                 r, v, v_next, term, trunc = r_n, v_n, v_next_n, term_n, trunc_n
             else:
-                r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n,
-                                                        mask_n, t_n, T, stride_t, HAS_TRUNC)
+                r, v, v_next, term, trunc = step_inputs(
+                    r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, rows, row_mask, T,
+                    stride_b, stride_t, HAS_TRUNC, FLIP)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
