@@ -1,15 +1,15 @@
 """Device times of the shipped tiles at a few shapes, one CSV line each: run it under two
 source trees (``PYTHONPATH``) to compare kernel versions on the same GPU, alternating.
 
-    python -m paper_repro.bench.shipped_times LABEL [split|words|neighbour [gate]] >> times.csv
+    python -m paper_repro.bench.shipped_times LABEL [split|words|neighbour[-retrace] [gate]]
 
 Lines: ``label, algorithm, num_envs, seq_len, layout, device_us`` (fp32, min of 3 CUDA-graph
 timings). ``split``: the shapes whose launches split time (two passes or look-back) instead.
 ``words``: the look-back's shapes, fp32, bf16 with bool flags and fp64; its lines carry
 ``algorithm/num_envs/seq_len/dtype/layout/flags`` as one field. ``neighbour``: the same for
-the estimators that read a neighbouring step (``NEIGHBOUR_CASES``); ``gate`` adds the float64
-gate's verdict and largest error. ``data/h200/carry_ab.csv``, ``agg_ab.csv``, ``words_ab.csv``
-and ``neighbour_ab.csv`` came from this.
+the estimators that read a neighbouring step (``NEIGHBOUR_CASES``), ``neighbour-retrace`` for
+Retrace; ``gate`` adds the float64 gate's verdict and largest error. ``data/h200``'s
+``carry_ab.csv``, ``agg_ab.csv``, ``words_ab.csv`` and ``neighbour_ab.csv`` came from this.
 """
 from __future__ import annotations
 
@@ -54,6 +54,12 @@ for _a in ("prefix_sum", "eligibility_traces", "gae", "vtrace"):
         NEIGHBOUR_CASES += [(_a, _n, _t, "fp32", "NT", "float"), (_a, _n, _t, "bf16", "NT", "bool")]
     NEIGHBOUR_CASES += [(_a, 64, 131072, "fp64", "NT", "float"),
                         (_a, 4096, 128, "fp32", "TN", "float")]
+# Retrace reads the action ratio and Q at t+1: its roofline and long-row shapes.
+RETRACE_NEIGHBOUR_CASES = [("retrace", _n, _t, _dt, "NT", _fl)
+                           for _n, _t in ((64, 131072), (16, 524288), (4, 1048576), (512, 4096),
+                                          (4096, 128), (32768, 32), (4096, 512))
+                           for _dt, _fl in (("fp32", "float"), ("bf16", "bool"))]
+RETRACE_NEIGHBOUR_CASES += [("retrace", 4096, 128, "fp32", "TN", "float")]
 
 
 def words(label: str, cases=WORDS_CASES, gate=False):
@@ -89,8 +95,9 @@ def main(argv=None):
     args = argv or sys.argv[1:] or ["run"]
     if args[1:] == ["words"]:
         return words(args[0])
-    if args[1:2] == ["neighbour"]:
-        return words(args[0], NEIGHBOUR_CASES, gate=args[2:] == ["gate"])
+    if args[1:2] in (["neighbour"], ["neighbour-retrace"]):
+        cases = NEIGHBOUR_CASES if args[1] == "neighbour" else RETRACE_NEIGHBOUR_CASES
+        return words(args[0], cases, gate=args[2:] == ["gate"])
     label, cases = args[0], SPLIT_CASES if args[1:] == ["split"] else CASES
     for a, n, t, layout in cases:
         prep = _ours(make_case(a, n, t, "plain", "fp32", layout, "float", device="cuda"))

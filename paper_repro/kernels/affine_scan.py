@@ -250,10 +250,7 @@ def neighbour_load(x, ptr, offs, mask, t, row_mask, T, stride_t, R: tl.constexpr
     T): ``x`` is ``ptr``'s tile at ``offs`` (times ``t``, loaded under ``mask`` with other=0),
     whose columns are runs of R ascending steps, R of them 16 bytes. A load one element off
     16-byte alignment cannot be vectorised (64x131072 prefix sums: 38.3 us with the flag at
-    t-1, 34.4 with the flag at t); the tile one run away can, so each step takes its
-    neighbour from the run's registers or from that tile's."""
-    BB: tl.constexpr = x.shape[0]
-    G: tl.constexpr = x.shape[1] // R
+    t-1, 34.4 with the flag at t); the tile one run away can (``neighbour``)."""
     if LATER:
         far = tl.load(ptr + offs + R * stride_t, mask=mask & (t + R < T)[None, :], other=0)
     else:
@@ -262,6 +259,16 @@ def neighbour_load(x, ptr, offs, mask, t, row_mask, T, stride_t, R: tl.constexpr
         near = (mask | (t >= T)[None, :]) & row_mask[:, None]
         far = tl.load(ptr + offs - R * stride_t, mask=near & ((t >= R) & (t - R < T))[None, :],
                       other=0)
+    return neighbour(x, far, R, LATER)
+
+
+@triton.jit
+def neighbour(x, far, R: tl.constexpr, LATER: tl.constexpr):
+    """A tile whose columns are runs of R ascending steps, one step later (``LATER``) or
+    earlier in time: inside a run from ``x``'s own registers, at the run's edge from ``far``,
+    the tile one run later (earlier), which shares ``x``'s layout."""
+    BB: tl.constexpr = x.shape[0]
+    G: tl.constexpr = x.shape[1] // R
     y = tl.reshape(x, [BB, G, R])
     z = tl.reshape(far, [BB, G, R])
     r = tl.arange(0, R)[None, None, :]
