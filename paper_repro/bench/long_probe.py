@@ -27,6 +27,12 @@ the layout and the flags' kind after the dtype.
 ``segwords``: look-backs over segments of 2 to 16 tiles (PHASE 4), whose window of
 predecessors is read in one round since words, beside the shipped tiles: time-major 512x4096
 and 64x131072, up to four fp32 long rows, bf16 prefix sums, eligibility traces and GAE.
+
+    python -m paper_repro.bench.long_probe neighbour [warm I/K] >> data/h200/neighbour_probe.csv
+
+``neighbour``: once the neighbouring step came from registers, the forward scans' long-row
+tiles again (16-bit and up to four fp32 rows: two passes against look-back) and time-major
+64x131072 segments of 2 and 4 tiles.
 """
 from __future__ import annotations
 
@@ -212,6 +218,31 @@ def segwords_items() -> list:
     return items
 
 
+def neighbour_items() -> list:
+    """``(algorithm, N, T, dtype, layout, flags, tile)`` of the ``neighbour`` probe: the tiles
+    the forward scans chose while their flag at t-1 was an unaligned load, again (16-bit and up
+    to four fp32 long rows: two passes against look-back), and time-major 64x131072 in
+    segments of 2 and 4 tiles for every estimator that takes segments there."""
+    from paper_repro.kernels import _launch as L
+
+    S = L.ScanConfig
+    items = []
+    for a in ("prefix_sum", "eligibility_traces"):
+        for n, t, dt, fl in ((64, 131072, "bf16", "bool"), (16, 524288, "bf16", "bool"),
+                             (64, 131072, "fp16", "float")):
+            items += [(a, n, t, dt, "NT", fl, c) for c in
+                      [None] + [S(1, bt, w, bt, True) for bt, w in
+                                ((512, 1), (1024, 1), (1024, 2), (2048, 2), (2048, 4))]]
+        for n, t in ((4, 1048576), (1, 4194304)):
+            items += [(a, n, t, "fp32", "NT", "float", c) for c in
+                      [None] + [S(1, bt, w, bt, True) for bt, w in
+                                ((1024, 4), (2048, 4), (2048, 8))]]
+    for a in ("discounted_returns", "lambda_returns", "gae", "prefix_sum", "eligibility_traces"):
+        items += [(a, 64, 131072, "fp32", "TN", "float", c) for c in
+                  [None] + [S(32, 128, 4, k * 128, True, _tm_run(32, 128, 4)) for k in (2, 4)]]
+    return items
+
+
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
     from paper_repro.bench.forced import forced_time, prepared
 
@@ -250,7 +281,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "sixteen":
         return sixteen()
-    probes = {"words": words_items, "words16": words16_items, "segwords": segwords_items}
+    probes = {"words": words_items, "words16": words16_items, "segwords": segwords_items,
+              "neighbour": neighbour_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),
