@@ -230,12 +230,13 @@ def neighbour_items() -> list:
     for a in ("prefix_sum", "eligibility_traces"):
         for n, t, dt, fl in ((64, 131072, "bf16", "bool"), (16, 524288, "bf16", "bool"),
                              (64, 131072, "fp16", "float")):
+            # runs of one 16-byte load, as the shipped tiles: the neighbour from registers
             items += [(a, n, t, dt, "NT", fl, c) for c in
-                      [None] + [S(1, bt, w, bt, True) for bt, w in
+                      [None] + [S(1, bt, w, bt, True, flip=8) for bt, w in
                                 ((512, 1), (1024, 1), (1024, 2), (2048, 2), (2048, 4))]]
         for n, t in ((4, 1048576), (1, 4194304)):
             items += [(a, n, t, "fp32", "NT", "float", c) for c in
-                      [None] + [S(1, bt, w, bt, True) for bt, w in
+                      [None] + [S(1, bt, w, bt, True, flip=4) for bt, w in
                                 ((1024, 4), (2048, 4), (2048, 8))]]
     for a in ("discounted_returns", "lambda_returns", "gae", "prefix_sum", "eligibility_traces"):
         items += [(a, 64, 131072, "fp32", "TN", "float", c) for c in
