@@ -303,8 +303,8 @@ def test_heuristic_splits():
     assert kind(64, 131072, tm=True) == kind(32, 131072, tm=True) == "segment look-back"
     assert kind(128, 131072, tm=True) == "two-pass"
     assert kind(1, 4194304) != "segment look-back" != kind(4, 1048576, tm=True)
-    # about two programs an SM: 64 rows in two row blocks of 32, 128 segments of 1024 steps
-    assert L.choose_config(64, 131072, True, 132, False).seg_len == 1024
+    # 64 rows in two row blocks of 32: segment look-back over 4 tiles of 128 steps
+    assert L.choose_config(64, 131072, True, 132, False).seg_len == 512
     assert kind(512, 4096, tm=True) == "two-pass"
     assert kind(4096, 512, tm=True) == kind(4096, 128, tm=True) == "one pass"
     assert kind(32768, 32, retrace=True) == kind(32768, 32, tm=True) == "one pass"
@@ -320,12 +320,13 @@ def test_heuristic_splits():
     assert L.choose_config(512, 4096, False, 132, True, True).num_warps == 4
     assert L.choose_config(1024, 1024, False, 132, True, True).num_warps == 8
     assert L.choose_config(512, 4096, False, 132, True).num_warps == 2  # V-trace
-    assert L.choose_config(64, 131072, False, 132, False, itemsize=2, two_pass_16bit=2048) == \
-        L.ScanConfig(1, 2048, 4, 16384, flip=8)
-    assert L.choose_config(16, 524288, False, 132, True, itemsize=2, two_pass_16bit=1024) == \
-        L.ScanConfig(1, 1024, 4, 8192, flip=8)
+    # 16-bit look-back in one-warp tiles: 1024 steps, V-trace's 512
+    assert L.choose_config(64, 131072, False, 132, False, itemsize=2) == \
+        L.ScanConfig(1, 1024, 1, 1024, True, flip=8)
+    assert L.choose_config(16, 524288, False, 132, True, itemsize=2) == \
+        L.ScanConfig(1, 512, 1, 512, True, flip=8)
     # fp32 look-back: 1024 steps in two warps, V-trace's in four; up to four rows 2048 in four
-    assert L.choose_config(64, 131072, False, 132, False, two_pass_16bit=2048) == \
+    assert L.choose_config(64, 131072, False, 132, False) == \
         L.ScanConfig(1, 1024, 2, 1024, True, flip=4)
     assert L.choose_config(16, 524288, False, 132, True) == L.ScanConfig(1, 1024, 4, 1024, True, 4)
     assert L.choose_config(4, 1048576, False, 132, False, two_pass_rows=3) == \
@@ -341,8 +342,6 @@ def test_heuristic_splits():
     assert L.choose_config(1, 4194304, False, 132, True).seg_len == 8192
 
 
-TWO_PASS_16BIT = {"eligibility_traces": 2048, "prefix_sum_ends_at": 2048,
-                  "prefix_sum_starts_at": 2048}
 TWO_PASS_ROWS = {"vtrace": 0, "vtrace_clip_last_value": 0, "lambda_returns": 3, "gae": 3,
                  "gae_last_value": 3}
 
@@ -350,21 +349,19 @@ TWO_PASS_ROWS = {"vtrace": 0, "vtrace_clip_last_value": 0, "lambda_returns": 3, 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_long_row_choices(est, kernels, monkeypatch):
-    """Each estimator hands the heuristic its 16-bit two-pass tile (the prefix sum and the
-    eligibility traces; words16.csv) and up to how many fp32 long
-    rows it takes two passes (V-trace none, GAE and TD(lambda) three, the others four)."""
+    """Each estimator hands the heuristic up to how many fp32 long rows it takes two passes
+    (V-trace none, GAE and TD(lambda) three, the others four)."""
     seen, config_for = [], L.config_for
 
     def spy(*args, **kwargs):
-        seen.append((kwargs.get("two_pass_16bit", 0), kwargs.get("two_pass_rows", 4)))
+        seen.append(kwargs.get("two_pass_rows", 4))
         return config_for(*args, **kwargs)
 
     monkeypatch.setattr(L, "config_for", spy)
     monkeypatch.setattr(_plan, "_PLANS", {})  # no recorded launch plans
     with kernels_on(kernels):
         est.call(P, make_inputs(3, 8, device=device_of(kernels)))
-    assert seen and set(seen) == {(TWO_PASS_16BIT.get(est.name, 0),
-                                   TWO_PASS_ROWS.get(est.name, 4))}
+    assert seen and set(seen) == {TWO_PASS_ROWS.get(est.name, 4)}
 
 
 def test_flip_rule():

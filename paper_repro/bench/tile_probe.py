@@ -268,8 +268,8 @@ FORWARD = ("eligibility_traces", "prefix_sum")
 
 
 def long_row_choices(algorithm: str) -> dict:
-    """The estimator's long-row arguments to the heuristic: its 16-bit two-pass tile and up to
-    how many fp32 rows it takes two passes."""
+    """The estimator's long-row arguments to the heuristic: up to how many fp32 rows it takes
+    two passes."""
     from paper_repro.kernels import eligibility_traces, gae, lambda_returns, vtrace
 
     modules = {"discounted_returns": lambda_returns, "lambda_returns": lambda_returns,
@@ -279,8 +279,7 @@ def long_row_choices(algorithm: str) -> dict:
     if m is None:  # Retrace
         return {}
     no_values = "_NO_VALUES" if algorithm == "discounted_returns" else ""
-    return {"two_pass_16bit": getattr(m, "TWO_PASS_16BIT" + no_values, 0),
-            "two_pass_rows": getattr(m, "TWO_PASS_ROWS" + no_values, 4)}
+    return {"two_pass_rows": getattr(m, "TWO_PASS_ROWS" + no_values, 4)}
 
 
 if __name__ == "__main__":

@@ -245,20 +245,18 @@ def num_sms(device: torch.device) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
-                  retrace: bool = False, itemsize: int = 4, two_pass_16bit: int = 0,
+                  retrace: bool = False, itemsize: int = 4,
                   two_pass_rows: int = 4) -> ScanConfig:
     """Tile heuristic, from the H200 sweeps in data/h200 (tuning.csv, split_probe*.csv: GAE and
     prefix-sum fp32; tile_probe.csv: every estimator, fp32 and bf16, both layouts). ``wide``:
     many live inputs (V-trace, Retrace), so half the tile; ``retrace``: one-warp tiles up to 256
     steps (its layout changes each cost a block barrier), longer ones with half the others'
     elements a warp; ``itemsize``: bytes of a value input, which sets the run length of
-    batch-major backward tiles; ``two_pass_16bit``: the estimator's tile for 16-bit long rows
-    in two passes (0: look-back); ``two_pass_rows``: up to how many fp32 long rows the
+    batch-major backward tiles; ``two_pass_rows``: up to how many fp32 long rows the
     estimator takes two passes rather than the look-back."""
     if time_major:
         return _time_major_config(B, T, sms, wide, retrace, itemsize)
-    config = _batch_major_config(B, T, sms, wide, retrace, itemsize, two_pass_16bit,
-                                 two_pass_rows)
+    config = _batch_major_config(B, T, sms, wide, retrace, itemsize, two_pass_rows)
     return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
 
 
@@ -275,7 +273,7 @@ def run_length(BLOCK_T: int, itemsize: int, retrace: bool) -> int:
 
 
 def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, itemsize: int,
-                        two_pass_16bit: int = 0, two_pass_rows: int = 4) -> ScanConfig:
+                        two_pass_rows: int = 4) -> ScanConfig:
     if retrace and 16 < T <= 256:
         # One warp (4096x128: 12.8 -> 11.4 us); two rows of 32 steps (32768x32: 63 -> 24 us;
         # roofline.csv).
@@ -321,13 +319,6 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
             # 34.8 -> 29.3 us, GAE 35.6 -> 30.8, V-trace 62.5 -> 48.8, and V-trace 1x4194304
             # 62.6 -> 57.9; the returns without values and the prefix sum lose 1.08-1.15x).
             return ScanConfig(1, 1024, 4, 8192)
-        if T >= 131072 and itemsize == 2 and two_pass_16bit:
-            # 16-bit rows: two passes over segments of 8 tiles, whose reads hide the latency
-            # the look-back's thinner tiles expose (long16.csv, 64x131072 and 16x524288, bf16
-            # and fp16: 2048-step tiles, prefix sum and eligibility traces 1.28-1.45x,
-            # discounted returns 1.21-1.36x). Only the forward scans name a tile now: the
-            # backward ones look back (words_probe.csv, words16.csv: 1.09-1.34x).
-            return ScanConfig(1, two_pass_16bit, 4, 8 * two_pass_16bit)
         if T >= 131072:
             # Single-pass look-back, one row-tile a program: the inputs are read once
             # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7). Tiles from
@@ -340,7 +331,9 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
             # from four rows (64x131072 bf16 70.6 us, in 2048-step tiles 82-86), the other
             # 16-bit rows in one-warp 1024-step tiles (words16.csv, bf16 and fp16: discounted
             # returns 24.8 -> 20.9 us against two passes, TD(lambda) 28.4 -> 24.1 and GAE
-            # 34.1 -> 29.2 against 2048 steps in 4 warps).
+            # 34.1 -> 29.2 against 2048 steps in 4 warps; the prefix sum and eligibility
+            # traces since their flag at t-1 comes from registers, neighbour_probe.csv: bf16
+            # 64x131072 20.5 -> 19.2 us and 20.8 -> 18.8, fp16 24.9 -> 21.2 against two passes).
             if retrace:
                 return ScanConfig(1, 256, 1, 256, True)
             if itemsize == 4:
@@ -439,6 +432,12 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
                 return ScanConfig(32, 128, 4, 128, True, _interleaved(32, 128, 4, 4))
             want = triton_cdiv(2 * sms, triton_cdiv(B, 32))
             seg_chunks = max(4, triton_cdiv(chunks, want))
+            if seg_chunks <= 8:
+                # The segment look-back in 4 tiles, since it reads its predecessors in one round
+                # (segwords.csv, neighbour_probe.csv, 64x131072 against 8: discounted returns
+                # 51.4 -> 48.7 us, prefix sum 51.1 -> 48.0, eligibility traces 51.5 -> 48.2,
+                # GAE 72.4 -> 71.4, TD(lambda) 67.6 -> 66.8).
+                seg_chunks = 4
             return ScanConfig(32, 128, 4, seg_chunks * 128, seg_chunks <= 8,
                               _interleaved(32, 128, 4, 4))
         # Single-pass look-back (512x4096: 45.2 -> 29.3 us, 64x131072: 215 -> 124), interleaved
@@ -453,13 +452,13 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
 
 
 def config_for(B: int, T: int, stride, device, wide: bool = False,
-               retrace: bool = False, itemsize: int = 4, two_pass_16bit: int = 0,
+               retrace: bool = False, itemsize: int = 4,
                two_pass_rows: int = 4) -> ScanConfig:
     forced = _FORCED_CONFIG[0]
     if forced is not None:
         return forced
     return choose_config(B, T, is_time_major(stride), num_sms(device), wide, retrace, itemsize,
-                         two_pass_16bit, two_pass_rows)
+                         two_pass_rows)
 
 
 @dataclass

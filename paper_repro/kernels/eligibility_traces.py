@@ -31,9 +31,6 @@ from paper_repro.kernels.affine_scan import (
 from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
-# 16-bit long rows: two passes in tiles of these steps (long16.csv: 1.28-1.45x).
-TWO_PASS_16BIT = 2048
-
 
 @triton.jit
 def decayed_inputs(x_ptr, done_ptr, offs, mask, t, rows, row_mask, T, stride_b, stride_t,
@@ -133,8 +130,7 @@ def _decayed_sum(x: torch.Tensor, dones: torch.Tensor, seed_values: Optional[tor
                              dict(decay=decay, previous_done=previous_done))
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, False))
     o = out.rows
-    config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size(),
-                          two_pass_16bit=TWO_PASS_16BIT)
+    config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size())
     job = Launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(decay),
                  (bool(previous_done), seed is not None))
