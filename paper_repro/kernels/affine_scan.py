@@ -220,8 +220,8 @@ def scan_in_order(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_
         edge = BLOCK_T - 1
     b_edge = column(b, edge, BLOCK_T)
     if PHASE == 3:
-        carry = look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
-                          column(a, edge, BLOCK_T), b_edge, carry, REVERSE)
+        carry = look_back(link_ptr, rows, row_mask, pid_s, B, n_seg, column(a, edge, BLOCK_T),
+                          b_edge, carry, REVERSE)
     # The outgoing carry is a column of ``out``, one reduction on the loop's serial path. From
     # the tile's aggregate instead, it takes two reductions off that path: slower on the H200
     # (time-major 4096x128 eligibility traces 4.1 -> 5.0 us, 512x4096 prefix sum 6.1 -> 6.4).
@@ -327,7 +327,7 @@ def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
     last = (tl.arange(0, G) == G - 1)[None, :]
     agg_b = tl.sum(tl.where(last, ib, 0.0), axis=1)
     if PHASE == 3:
-        carry = look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
+        carry = look_back(link_ptr, rows, row_mask, pid_s, B, n_seg,
                           tl.sum(tl.where(last, ia, 0.0), axis=1), agg_b, carry, REVERSE)
     # Each step solved as xa + xb * carry, so that the carry is applied on the [BLOCK_B,
     # BLOCK_T] tile as scan_in_order does (its layout stays put, no shared-memory trips).
@@ -440,15 +440,14 @@ def segment_sweep(SWEEP: tl.constexpr, agg_ptr, status_ptr, rows, row_mask, pid_
     the first reduces it (every other phase's only sweep: both unchanged); the second starts
     from the carry looked back from its predecessors, with a fresh edge product."""
     if SWEEP == 1:
-        carry = look_back(agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, carry,
-                          agg_b, carry0, REV)
+        carry = look_back(agg_ptr, rows, row_mask, pid_s, B, n_seg, carry, agg_b, carry0, REV)
         agg_b = tl.zeros_like(agg_b) + 1.0
     return carry, agg_b
 
 
 @triton.jit
-def look_back(link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg, agg_a, agg_b,
-              carry0, REVERSE: tl.constexpr):
+def look_back(link_ptr, rows, row_mask, pid_s, B, n_seg, agg_a, agg_b, carry0,
+              REVERSE: tl.constexpr):
     """PHASE 3: publish this tile's aggregate, compose the predecessors' aggregates back to the
     nearest published inclusive prefix (``carry0`` before the first tile), publish this tile's
     inclusive prefix and return its incoming carry. ``link_ptr`` is the zeroed scratch: the
