@@ -308,6 +308,9 @@ def test_targets_from_data():
     assert table.loc["time-major within 10 % of batch-major", "met"] == "not recorded"
     slow = targets_table(_headline_frame(0.004, 0.040)).set_index("target")
     assert slow.loc["4096x128 ≤ 3 µs (Retrace ≤ 8)", "met"] == "no"
+    # V-trace moves 14.7 MB at 4096x128 (3.5 us at the copy bandwidth), Retrace 35.7 MB (8.4)
+    floors = slow.loc["4096x128 ≤ 3 µs (Retrace ≤ 8)", "measured"].split("limit: ")[1]
+    assert floors == "Retrace 8.4, V-trace 3.5 µs)"
     recorded = targets_table(A.load())
     assert len(recorded) == 9 and set(recorded.met) <= {"yes", "no", "not recorded"}
 
