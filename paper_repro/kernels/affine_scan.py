@@ -231,14 +231,8 @@ def scan_in_order(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_
 
 @triton.jit
 def run_step(x, k: tl.constexpr, R: tl.constexpr):
-    """Step k of every run of a [BLOCK_B, G, R] tile as [BLOCK_B, G] (one thread's registers)."""
-    r = tl.arange(0, R)
-    return tl.sum(tl.where((r == k)[None, None, :], x, 0.0), axis=2)
-
-
-@triton.jit
-def pick_step(x, k: tl.constexpr, R: tl.constexpr):
-    """``run_step`` in ``x``'s own dtype (flags stay flags)."""
+    """Step k of every run of a [BLOCK_B, G, R] tile as [BLOCK_B, G] (one thread's registers),
+    in ``x``'s own dtype (flags stay flags)."""
     r = tl.arange(0, R)[None, None, :]
     return tl.sum(tl.where(r == k, x, tl.zeros_like(x)), axis=2).to(x.dtype)
 
@@ -276,14 +270,14 @@ def neighbour(x, far, R: tl.constexpr, LATER: tl.constexpr):
     for k in tl.static_range(R):
         if LATER:
             if k == R - 1:
-                step = pick_step(z, 0, R)
+                step = run_step(z, 0, R)
             else:
-                step = pick_step(y, k + 1, R)
+                step = run_step(y, k + 1, R)
         else:
             if k == 0:
-                step = pick_step(z, R - 1, R)
+                step = run_step(z, R - 1, R)
             else:
-                step = pick_step(y, k - 1, R)
+                step = run_step(y, k - 1, R)
         out = tl.where(r == k, step[:, :, None], out)
     return tl.reshape(out, [BB, G * R])
 

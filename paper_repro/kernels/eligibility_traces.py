@@ -33,7 +33,7 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 
 
 @triton.jit
-def decayed_inputs(x_ptr, done_ptr, offs, mask, t, rows, row_mask, T, stride_b, stride_t,
+def decayed_inputs(x_ptr, done_ptr, offs, mask, t, row_mask, T, stride_t,
                    PREVIOUS_DONE: tl.constexpr, FLIP: tl.constexpr):
     """One tile's x_t and the flag that resets the sum entering t, unconverted."""
     x = tl.load(x_ptr + offs, mask=mask, other=0.0)
@@ -72,7 +72,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
                                      B, n_seg, carry, agg_b, carry0, False)
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, False, FLIP)
-        x, d = decayed_inputs(x_ptr, done_ptr, offs, mask, t, rows, row_mask, T, stride_b,
+        x, d = decayed_inputs(x_ptr, done_ptr, offs, mask, t, row_mask, T,
                               stride_t, PREVIOUS_DONE, FLIP)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
@@ -80,8 +80,8 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
                                             stride_b, stride_t, BLOCK_T, False, FLIP)
             if PREFETCH:
-                x_n, d_n = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, rows, row_mask,
-                                          T, stride_b, stride_t, PREVIOUS_DONE, FLIP)
+                x_n, d_n = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, row_mask,
+                                          T, stride_t, PREVIOUS_DONE, FLIP)
             alpha = x.to(ACC)
             beta = tl.where(mask, k * (1.0 - d.to(ACC)), 1.0)
             out, carry, b_edge, _ = scan_tile(
@@ -93,8 +93,8 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
             if PREFETCH:
                 x, d = x_n, d_n
             else:
-                x, d = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, rows, row_mask, T,
-                                      stride_b, stride_t, PREVIOUS_DONE, FLIP)
+                x, d = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, row_mask, T,
+                                      stride_t, PREVIOUS_DONE, FLIP)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 

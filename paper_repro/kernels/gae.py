@@ -51,8 +51,8 @@ def next_state_value(v_next, boot_ptr, last, offs, mask, t, T, trunc,
 
 
 @triton.jit
-def step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, rows, row_mask, T, stride_b,
-                stride_t, HAS_TRUNC: tl.constexpr, FLIP: tl.constexpr):
+def step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask, T, stride_t,
+                HAS_TRUNC: tl.constexpr, FLIP: tl.constexpr):
     """One tile's r_t, V_t, V_{t+1} and flags as stored (unconverted: no wait on the loads)."""
     r = tl.load(r_ptr + offs, mask=mask, other=0.0)
     v = tl.load(v_ptr + offs, mask=mask, other=0.0)
@@ -89,8 +89,7 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True, FLIP)
         r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
-                                                rows, row_mask, T, stride_b, stride_t, HAS_TRUNC,
-                                                FLIP)
+                                                row_mask, T, stride_t, HAS_TRUNC, FLIP)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP)
@@ -98,8 +97,8 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
                                             stride_b, stride_t, BLOCK_T, True, FLIP)
             if PREFETCH:
                 r_n, v_n, v_next_n, term_n, trunc_n = step_inputs(
-                    r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, rows, row_mask, T,
-                    stride_b, stride_t, HAS_TRUNC, FLIP)
+                    r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, row_mask, T,
+                    stride_t, HAS_TRUNC, FLIP)
             done, cut = term.to(ACC), trunc.to(ACC)
             nu = next_state_value(v_next, boot_ptr, last, offs, mask, t, T, cut,
                                   HAS_BOOT, HAS_LAST, ACC)
@@ -115,8 +114,8 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
                 r, v, v_next, term, trunc = r_n, v_n, v_next_n, term_n, trunc_n
             else:
                 r, v, v_next, term, trunc = step_inputs(
-                    r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, rows, row_mask, T,
-                    stride_b, stride_t, HAS_TRUNC, FLIP)
+                    r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, row_mask, T,
+                    stride_t, HAS_TRUNC, FLIP)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 

@@ -37,14 +37,13 @@ TWO_PASS_ROWS = 0
 
 
 @triton.jit
-def vtrace_inputs(lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, rows,
-                  row_mask, T, stride_b, stride_t, HAS_TRUNC: tl.constexpr, FLIP: tl.constexpr):
+def vtrace_inputs(lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask,
+                  T, stride_t, HAS_TRUNC: tl.constexpr, FLIP: tl.constexpr):
     """One tile's log-probabilities, r_t, V_t, V_{t+1} and flags, unconverted."""
     lpt = tl.load(lpt_ptr + offs, mask=mask, other=0.0)
     lpb = tl.load(lpb_ptr + offs, mask=mask, other=0.0)
     r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
-                                            rows, row_mask, T, stride_b, stride_t, HAS_TRUNC,
-                                            FLIP)
+                                            row_mask, T, stride_t, HAS_TRUNC, FLIP)
     return lpt, lpb, r, v, v_next, term, trunc
 
 
@@ -75,8 +74,8 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True, FLIP)
         lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
-            lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, rows, row_mask, T,
-            stride_b, stride_t, HAS_TRUNC, FLIP)
+            lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask, T,
+            stride_t, HAS_TRUNC, FLIP)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP)
@@ -84,8 +83,8 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                                             stride_b, stride_t, BLOCK_T, True, FLIP)
             if PREFETCH:
                 lpt_n, lpb_n, r_n, v_n, v_next_n, term_n, trunc_n = vtrace_inputs(
-                    lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, rows,
-                    row_mask, T, stride_b, stride_t, HAS_TRUNC, FLIP)
+                    lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n,
+                    row_mask, T, stride_t, HAS_TRUNC, FLIP)
             is_last = (t == T - 1)[None, :]
             ratio = tl.exp(lpt.to(ACC) - lpb.to(ACC))
             rho = tl.minimum(ratio, rho_max)
@@ -113,8 +112,8 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                 term, trunc = term_n, trunc_n
             else:
                 lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
-                    lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, rows,
-                    row_mask, T, stride_b, stride_t, HAS_TRUNC, FLIP)
+                    lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n,
+                    row_mask, T, stride_t, HAS_TRUNC, FLIP)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
