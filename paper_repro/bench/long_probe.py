@@ -33,6 +33,12 @@ and 64x131072, up to four fp32 long rows, bf16 prefix sums, eligibility traces a
 ``neighbour``: once the neighbouring step came from registers, the forward scans' long-row
 tiles again (16-bit and up to four fp32 rows: two passes against look-back) and time-major
 64x131072 segments of 2 and 4 tiles.
+
+    python -m paper_repro.bench.long_probe narrow [warm I/K] >> data/h200/narrow_probe.csv
+
+``narrow``: fp32 time-major tiles four or eight envs wide (one 16-byte load or one sector a
+step) and 256 to 1024 steps tall, in interleaved runs: one pass, two passes and look-backs at
+512x4096, 64x131072, 4096x128 and 32768x32.
 """
 from __future__ import annotations
 
@@ -244,6 +250,37 @@ def neighbour_items() -> list:
     return items
 
 
+NARROW_ALGORITHMS = ("discounted_returns", "prefix_sum", "lambda_returns", "gae", "vtrace")
+
+
+def narrow_items() -> list:
+    """``(algorithm, N, T, dtype, layout, flags, tile)`` of the ``narrow`` probe: time-major
+    fp32 tiles of 4 or 8 envs (a step's 16 bytes or its 32-byte sector) held as interleaved
+    runs, so a thread's steps are consecutive and its loads stay 16 bytes wide."""
+    from paper_repro.kernels import _launch as L
+
+    S = L.ScanConfig
+
+    def tm(bb, bt, w, seg, lb=False):
+        return S(bb, bt, w, seg, lb, _tm_run(bb, bt, w))
+
+    shapes = {
+        (512, 4096): [tm(4, 512, 4, 4096), tm(4, 1024, 8, 4096), tm(4, 1024, 4, 4096),
+                      tm(8, 512, 4, 4096), tm(4, 256, 2, 4096), tm(4, 512, 4, 2048),
+                      tm(4, 512, 4, 1024), tm(8, 512, 4, 1024), tm(8, 256, 2, 512),
+                      tm(4, 512, 4, 512, True), tm(8, 256, 2, 256, True),
+                      tm(4, 1024, 8, 1024, True), tm(4, 512, 4, 2048, True),
+                      tm(8, 512, 4, 1024, True)],
+        (64, 131072): [tm(4, 1024, 8, 1024, True), tm(4, 512, 4, 512, True),
+                       tm(8, 512, 4, 512, True), tm(4, 1024, 4, 4096, True),
+                       tm(4, 1024, 8, 8192), tm(4, 1024, 8, 16384), tm(8, 512, 4, 4096)],
+        (4096, 128): [tm(4, 128, 1, 128), tm(8, 128, 1, 128), tm(8, 128, 2, 128)],
+        (32768, 32): [tm(8, 32, 1, 32), tm(16, 32, 1, 32)],
+    }
+    return [(a, n, t, "fp32", "TN", "float", c) for (n, t), tiles in shapes.items()
+            for a in NARROW_ALGORITHMS for c in [None] + tiles]
+
+
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
     from paper_repro.bench.forced import forced_time, prepared
 
@@ -283,7 +320,7 @@ def main(argv=None):
     if argv and argv[0] == "sixteen":
         return sixteen()
     probes = {"words": words_items, "words16": words16_items, "segwords": segwords_items,
-              "neighbour": neighbour_items}
+              "neighbour": neighbour_items, "narrow": narrow_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),
