@@ -1,5 +1,7 @@
 """Device times of the shipped tiles at a few shapes, one CSV line each: run it under two
-source trees (``PYTHONPATH``) to compare kernel versions on the same GPU, alternating.
+source trees (``PYTHONPATH``) to compare kernel versions on the same GPU, alternating. Run it
+from outside any checkout: ``python -m`` puts the working directory first on ``sys.path``, so
+from a repository root every run would import that root's tree.
 
     python -m paper_repro.bench.shipped_times LABEL [split|words|neighbour[-retrace] [gate]]
 
