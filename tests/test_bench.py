@@ -355,6 +355,12 @@ def test_tile_probe_candidates_are_launchable():
         assert all(tiles[0] is None for tiles in words.values())
         assert all(c.single_pass for tiles in words.values() for c in tiles[1:])
         sixteen += [(None, None, None, tiles[1:]) for tiles in words.values()]
+    narrow = {}
+    for a, n, t, dt, lay, fl, c in LP.narrow_items():
+        narrow.setdefault((a, n, t, dt, lay, fl), []).append(c)
+    assert all(k[3:5] == ("fp32", "TN") and tiles[0] is None for k, tiles in narrow.items())
+    assert all(c.BLOCK_B <= 16 and c.flip < 0 for tiles in narrow.values() for c in tiles[1:])
+    sixteen += [(None, None, None, tiles[1:]) for tiles in narrow.values()]
     warps = [(None, None, None, WP.candidates(n, t, dt)) for n, t in WP.SHAPES
              for dt, _ in WP.VARIANTS]
     assert all(len(case[-1]) == 3 for case in warps)
