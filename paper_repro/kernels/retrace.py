@@ -23,6 +23,8 @@ from paper_repro.kernels.affine_scan import (
     Launch,
     incoming_carry,
     load_flags,
+    neighbour,
+    neighbour_load,
     next_in_time,
     program_ids,
     row_block,
@@ -116,11 +118,18 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
                     expect += w * nq
                 ratio = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a,
                                      ACC)
-            ratio_next = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs + stride_t, offs3 + stride3_t,
-                                      next_mask, A, stride3_a, ACC)
+            if FLIP > 1:  # runs of ascending steps: the ratio at t+1 from the tile's own
+                far = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs + FLIP * stride_t,
+                                   offs3 + FLIP * stride3_t, mask & (t + FLIP < T)[None, :], A,
+                                   stride3_a, ACC)
+                ratio_next = neighbour(ratio, far, FLIP, True)
+            else:
+                ratio_next = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs + stride_t,
+                                          offs3 + stride3_t, next_mask, A, stride3_a, ACC)
             c_next = tl.where(next_mask, lam_ * tl.minimum(ratio_next, c_max), 0.0)
             r = tl.load(r_ptr + offs, mask=mask, other=0.0).to(ACC)
-            q = tl.load(q_ptr + offs, mask=mask, other=0.0).to(ACC)
+            q_raw = tl.load(q_ptr + offs, mask=mask, other=0.0)
+            q = q_raw.to(ACC)
             term, trunc = load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, ACC)
             discount = g * (1.0 - term)
             alpha = tl.where(mask, r + discount * expect - q, 0.0)
@@ -131,7 +140,11 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
             agg_b = agg_b * b_edge
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
                 # Q_ret_{t+1} (0 at T-1; across a truncation the next episode's, as the paper).
-                q_next = tl.load(q_ptr + offs + stride_t, mask=next_mask, other=0.0).to(ACC)
+                if FLIP > 1:
+                    q_next = neighbour_load(q_raw, q_ptr, offs, mask, t, row_mask, T, stride_t,
+                                            FLIP, True).to(ACC)
+                else:
+                    q_next = tl.load(q_ptr + offs + stride_t, mask=next_mask, other=0.0).to(ACC)
                 q_ret_next = next_in_time(delta, carry_in, BLOCK_T, FLIP) + q_next
                 adv = tl.minimum(ratio, rho_max) * (r + discount * q_ret_next - q)
                 store_tile(out_ptr, (delta + q), rows, t, mask, out_stride_b, out_stride_t)
