@@ -118,7 +118,7 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
                     expect += w * nq
                 ratio = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a,
                                      ACC)
-            if FLIP > 1:  # runs of ascending steps: the ratio at t+1 from the tile's own
+            if FLIP > 1:  # runs: the ratio at t+1 is the tile's own, or the next run's
                 far = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs + FLIP * stride_t,
                                    offs3 + FLIP * stride3_t, mask & (t + FLIP < T)[None, :], A,
                                    stride3_a, ACC)
