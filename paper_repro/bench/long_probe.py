@@ -37,7 +37,7 @@ tiles again (16-bit and up to four fp32 rows: two passes against look-back) and 
     python -m paper_repro.bench.long_probe narrow [warm I/K] >> data/h200/narrow_probe.csv
 
 ``narrow``: fp32 time-major tiles four or eight envs wide (one 16-byte load or one sector a
-step) and 256 to 1024 steps tall, in interleaved runs: one pass, two passes and look-backs at
+step) and 32 to 1024 steps tall, in interleaved runs: one pass, two passes and look-backs at
 512x4096, 64x131072, 4096x128 and 32768x32.
 """
 from __future__ import annotations
@@ -255,7 +255,7 @@ NARROW_ALGORITHMS = ("discounted_returns", "prefix_sum", "lambda_returns", "gae"
 
 def narrow_items() -> list:
     """``(algorithm, N, T, dtype, layout, flags, tile)`` of the ``narrow`` probe: time-major
-    fp32 tiles of 4 or 8 envs (a step's 16 bytes or its 32-byte sector) held as interleaved
+    fp32 tiles of 4 to 16 envs (a step's 16 bytes, its 32-byte sector or more) held as interleaved
     runs, so a thread's steps are consecutive and its loads stay 16 bytes wide."""
     from paper_repro.kernels import _launch as L
 
