@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
 import torch
 
 NUM_ACTIONS = 4
@@ -40,6 +41,7 @@ def make_inputs(N, T, *, dtype=torch.float32, flag_dtype=torch.float32, device="
 @dataclass
 class Estimator:
     name: str
+    kernel: str  # the Triton kernel it launches; estimators sharing one differ in constexprs
     call: object  # (module, inputs, **kw) -> tensor or tuple
     per_row: tuple = field(default=())
 
@@ -95,19 +97,39 @@ def _prefix_starts(m, d, **kw):
 
 
 ESTIMATORS = [
-    Estimator("gae", _gae),
-    Estimator("gae_last_value", _gae_last, ("last",)),
-    Estimator("vtrace", _vtrace),
-    Estimator("vtrace_clip_last_value", _vtrace_clip, ("last",)),
-    Estimator("retrace", _retrace),
-    Estimator("retrace_next_policy", _retrace_next_pi),
-    Estimator("lambda_returns", _lambda),
-    Estimator("discounted_returns", _discounted),
-    Estimator("eligibility_traces", _elig, ("seed",)),
-    Estimator("prefix_sum_ends_at", _prefix_ends, ("seed",)),
-    Estimator("prefix_sum_starts_at", _prefix_starts, ("seed",)),
+    Estimator("gae", "gae", _gae),
+    Estimator("gae_last_value", "gae", _gae_last, ("last",)),
+    Estimator("vtrace", "vtrace", _vtrace),
+    Estimator("vtrace_clip_last_value", "vtrace", _vtrace_clip, ("last",)),
+    Estimator("retrace", "retrace", _retrace),
+    Estimator("retrace_next_policy", "retrace", _retrace_next_pi),
+    Estimator("lambda_returns", "returns", _lambda),
+    Estimator("discounted_returns", "returns", _discounted),
+    Estimator("eligibility_traces", "decayed_sum", _elig, ("seed",)),
+    Estimator("prefix_sum_ends_at", "decayed_sum", _prefix_ends, ("seed",)),
+    Estimator("prefix_sum_starts_at", "decayed_sum", _prefix_starts, ("seed",)),
 ]
 BY_NAME = {e.name: e for e in ESTIMATORS}
+
+
+def every_kernel(cases, ids, kernels=None):
+    """``(est, *case)`` params for a test over ``cases`` (tuples, named by ``ids``). The GPU runs
+    every estimator on every case; the interpreter, whose cost is per program and per op, runs
+    each case once per kernel (``kernels(case)``: which; default all), that kernel's estimators
+    in turn from case to case, shifted by one each round so that none keeps to one value of an
+    inner axis; each still meets several cases."""
+    params = []
+    for i, (case, name) in enumerate(zip(cases, ids)):
+        if torch.cuda.is_available():
+            chosen = ESTIMATORS
+        else:
+            wanted = kernels(case) if kernels else {e.kernel for e in ESTIMATORS}
+            chosen = []
+            for k in sorted(wanted):
+                variants = [e for e in ESTIMATORS if e.kernel == k]
+                chosen.append(variants[(i + i // len(variants)) % len(variants)])
+        params += [pytest.param(e, *case, id=f"{e.name}-{name}") for e in chosen]
+    return params
 
 STEP_KEYS = ("r", "v", "n", "lpt", "lpb", "boot", "mu", "act", "term", "trunc")
 ACTION_KEYS = ("pi", "npi", "nq")

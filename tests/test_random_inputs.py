@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 from conftest import BACKENDS, HAS_CUDA, TOL, assert_close, device_of
-from estimators import ESTIMATORS, LAYOUTS, make_inputs, outputs
+from estimators import ESTIMATORS, LAYOUTS, every_kernel, make_inputs, outputs
 
 import paper_repro as P
 from paper_repro.baselines import reference as ref
@@ -100,8 +100,7 @@ def kernels_on(kernels):
     return L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext()
 
 
-@pytest.mark.parametrize("config", SPLITS, ids=SPLIT_IDS)
-@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("est,config", every_kernel([(c,) for c in SPLITS], SPLIT_IDS))
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_time_split_across_programs(est, config, kernels):
     """Reduce-then-scan over time segments, and the single-pass look-back (one tiny tile per
@@ -111,9 +110,12 @@ def test_time_split_across_programs(est, config, kernels):
         check(est, d, TOL[torch.float32])
 
 
-@pytest.mark.parametrize("flip", [1, 4, -4], ids=["latest-first", "runs4", "interleaved4"])
-@pytest.mark.parametrize("layout", LAYOUTS, ids=[x.name for x in LAYOUTS])
-@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+FLIPS = {1: "latest-first", 4: "runs4", -4: "interleaved4"}
+
+
+@pytest.mark.parametrize("est,layout,flip", every_kernel(
+    [(x, f) for x in LAYOUTS for f in FLIPS],
+    [f"{x.name}-{n}" for x in LAYOUTS for n in FLIPS.values()]))
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_flipped_tiles_every_layout(est, layout, kernels, flip):
     """Backward scans over tiles held latest step first (or as runs of four ascending steps,
@@ -143,7 +145,7 @@ def test_runs_must_divide_the_tile(kernels):
         P.compute_gae(d["r"], d["v"], d["term"])
 
 
-@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("est", every_kernel([()], ["windows"]))
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_look_back_across_windows(est, kernels, monkeypatch):
     """No tile publishes its inclusive prefix under the interpreter, so every look-back
@@ -207,7 +209,7 @@ def test_look_back_passes_nan_payloads(kernels):
     assert got[:, :41].isnan().all() and not got[:, 41:].isnan().any()
 
 
-@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("est", every_kernel([()], ["windows"]))
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_two_passes_across_windows(est, kernels):
     """Reduce-then-scan over 35 segments in runs of steps: the farthest segment's incoming carry
@@ -217,14 +219,14 @@ def test_two_passes_across_windows(est, kernels):
         check(est, d, TOL[torch.float32])
 
 
-SEGMENT_LOOKBACKS = [L.ScanConfig(2, 4, 1, 8, True), L.ScanConfig(2, 8, 1, 32, True, -4),
-                     L.ScanConfig(1, 8, 1, 24, True, 4)]
+SEGMENT_LOOKBACKS = {"seg8": L.ScanConfig(2, 4, 1, 8, True),
+                     "seg32-interleaved4": L.ScanConfig(2, 8, 1, 32, True, -4),
+                     "seg24-runs4": L.ScanConfig(1, 8, 1, 24, True, 4)}
 
 
-@pytest.mark.parametrize("config", SEGMENT_LOOKBACKS, ids=["seg8", "seg32-interleaved4",
-                                                           "seg24-runs4"])
-@pytest.mark.parametrize("layout", LAYOUTS[:2], ids=[x.name for x in LAYOUTS[:2]])
-@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("est,config,layout", every_kernel(
+    [(c, x) for c in SEGMENT_LOOKBACKS.values() for x in LAYOUTS[:2]],
+    [f"{n}-{x.name}" for n in SEGMENT_LOOKBACKS for x in LAYOUTS[:2]]))
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_segment_look_back(est, config, layout, kernels):
     """A look-back over segments of several tiles (PHASE 4: each program reduces its segment,
@@ -237,20 +239,27 @@ def test_segment_look_back(est, config, layout, kernels):
 def _h200_tiles():
     """Each tile the heuristic picks on a 132-SM GPU for the tuning shapes, with its layout,
     whether it splits time and how its steps are ordered (warps aside: the interpreter ignores
-    them); test_runs_of_steps_dtypes covers the run lengths of other value sizes."""
+    them); test_runs_of_steps_dtypes covers the run lengths of other value sizes. Maps each
+    tile to the kernels it was chosen for."""
     from paper_repro.tuning import SHAPES
 
-    found = set()
+    found = {}
     for (N, T) in SHAPES + [(4096, 16), (32768, 64), (4096, 32)]:
         for tm in (False, True):
-            for wide, retrace in ((False, False), (True, False), (True, True)):
+            for wide, retrace, kernels in ((False, False, NARROW), (True, False, {"vtrace"}),
+                                           (True, True, {"retrace"})):
                 c = L.choose_config(N, T, tm, 132, wide, retrace)
-                found.add((c.BLOCK_B, c.BLOCK_T, tm, c.seg_len < T, c.single_pass, c.flip))
-    return sorted(found)
+                tile = (c.BLOCK_B, c.BLOCK_T, tm, c.seg_len < T, c.single_pass, c.flip)
+                found.setdefault(tile, set()).update(kernels)
+    return dict(sorted(found.items()))
 
 
-@pytest.mark.parametrize("tile", _h200_tiles(), ids=str)
-@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+NARROW = {"gae", "returns", "decayed_sum"}
+H200_TILES = _h200_tiles()
+
+
+@pytest.mark.parametrize("est,tile", every_kernel([(t,) for t in H200_TILES], map(str, H200_TILES),
+                                                  lambda case: H200_TILES[case[0]]))
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_shipped_gpu_tiles(est, tile, kernels):
     """The GPU heuristic's tiles on small inputs, in the layout they serve."""
@@ -272,9 +281,9 @@ def test_empty(est, shape, backend):
         assert y.shape == (N, T)
 
 
-@pytest.mark.parametrize("config", [SPLITS[0], L.ScanConfig(2, 16, 1, 256)], ids=["split", "one"])
-@pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
-@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("est,config,prefetch", every_kernel(
+    [(c, p) for c in (SPLITS[0], L.ScanConfig(2, 16, 1, 256)) for p in (False, True)],
+    ["split-load", "split-prefetch", "one-load", "one-prefetch"]))
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_prefetch_switch(est, prefetch, config, kernels):
     """Both orders of the tile loop (next tile loaded before or after this one's scan) give the
