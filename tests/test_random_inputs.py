@@ -40,8 +40,7 @@ SHAPES = [(n, t) for n in (1, 3, MANY) for t in (1, 2, 63, 1000, 4097)
           if HAS_CUDA or (n, t) != (MANY, 4097)]
 
 
-@pytest.mark.parametrize("N,T", SHAPES)
-@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("est,N,T", every_kernel(SHAPES, [f"{n}-{t}" for n, t in SHAPES]))
 def test_shapes(est, N, T, backend):
     d = make_inputs(N, T, device=device_of(backend))
     check(est, d, TOL[torch.float32], validate=True)
@@ -54,9 +53,10 @@ def test_layouts(est, layout, backend):
     check(est, d, TOL[torch.float32], layout)
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64],
-                         ids=str)
-@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+@pytest.mark.parametrize("est,dtype", every_kernel([(x,) for x in DTYPES], map(str, DTYPES)))
 def test_dtypes(est, dtype, backend):
     d = make_inputs(5, 300, dtype=dtype, device=device_of(backend))
     got = outputs(est.call(P, d))
