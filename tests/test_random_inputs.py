@@ -254,7 +254,7 @@ def _h200_tiles():
     return dict(sorted(found.items()))
 
 
-NARROW = {"gae", "returns", "decayed_sum"}
+NARROW = {e.kernel for e in ESTIMATORS} - {"vtrace", "retrace"}
 H200_TILES = _h200_tiles()
 
 
