@@ -4,14 +4,16 @@ from outside any checkout: ``python -m`` puts the working directory first on ``s
 from a repository root every run would import that root's tree.
 
     python -m paper_repro.bench.shipped_times LABEL [split|words|neighbour[-retrace] [gate]]
+    python -m paper_repro.bench.shipped_times LABEL words-retrace [gate]
 
 Lines: ``label, algorithm, num_envs, seq_len, layout, device_us`` (fp32, min of 3 CUDA-graph
 timings). ``split``: the shapes whose launches split time (two passes or look-back) instead.
 ``words``: the look-back's shapes, fp32, bf16 with bool flags and fp64; its lines carry
 ``algorithm/num_envs/seq_len/dtype/layout/flags`` as one field. ``neighbour``: the same for
 the estimators that read a neighbouring step (``NEIGHBOUR_CASES``), ``neighbour-retrace`` for
-Retrace; ``gate`` adds the float64 gate's verdict and largest error. ``data/h200``'s
-``carry_ab.csv``, ``agg_ab.csv``, ``words_ab.csv`` and ``neighbour_ab.csv`` came from this.
+Retrace, ``words-retrace`` those and three more time-major ones; ``gate`` adds the float64
+gate's verdict and largest error. ``data/h200``'s ``carry_ab.csv``, ``agg_ab.csv``,
+``words_ab.csv``, ``neighbour_ab.csv`` and ``retrace_words_ab.csv`` came from this.
 """
 from __future__ import annotations
 
@@ -62,6 +64,10 @@ RETRACE_NEIGHBOUR_CASES = [("retrace", _n, _t, _dt, "NT", _fl)
                                           (4096, 128), (32768, 32), (4096, 512))
                            for _dt, _fl in (("fp32", "float"), ("bf16", "bool"))]
 RETRACE_NEIGHBOUR_CASES += [("retrace", 4096, 128, "fp32", "TN", "float")]
+# Retrace's per-action inputs as words: those shapes, and more time-major ones.
+RETRACE_WORDS_CASES = RETRACE_NEIGHBOUR_CASES + [
+    ("retrace", 512, 4096, "fp32", "TN", "float"), ("retrace", 64, 131072, "fp32", "TN", "float"),
+    ("retrace", 4096, 128, "bf16", "TN", "bool")]
 
 
 def words(label: str, cases=WORDS_CASES, gate=False):
@@ -97,9 +103,10 @@ def main(argv=None):
     args = argv or sys.argv[1:] or ["run"]
     if args[1:] == ["words"]:
         return words(args[0])
-    if args[1:2] in (["neighbour"], ["neighbour-retrace"]):
-        cases = NEIGHBOUR_CASES if args[1] == "neighbour" else RETRACE_NEIGHBOUR_CASES
-        return words(args[0], cases, gate=args[2:] == ["gate"])
+    named = {"neighbour": NEIGHBOUR_CASES, "neighbour-retrace": RETRACE_NEIGHBOUR_CASES,
+             "words-retrace": RETRACE_WORDS_CASES}
+    if args[1:2] and args[1] in named:
+        return words(args[0], named[args[1]], gate=args[2:] == ["gate"])
     label, cases = args[0], SPLIT_CASES if args[1:] == ["split"] else CASES
     for a, n, t, layout in cases:
         prep = _ours(make_case(a, n, t, "plain", "fp32", layout, "float", device="cuda"))

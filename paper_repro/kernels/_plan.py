@@ -163,11 +163,13 @@ def recorded(key, forward, *args):
         _RECORDING.key = None
 
 
-def launch(job, pointers: tuple, args: tuple, outputs: tuple, order: tuple | None = None):
+def launch(job, pointers: tuple, args: tuple, outputs: tuple, order: tuple | None = None,
+           words: tuple = ()):
     """``job(pointers)``, kept as the plan of the call being recorded if it read and wrote the
     arguments' own memory. ``pointers`` are inputs in kernel order (``args[i]``, ``i`` from
     ``order``, default ``args``' order, as views; absent ones replaced by the first output),
-    then the ``[B, T]`` rows of ``outputs`` (``L.Output``)."""
+    then the ``[B, T]`` rows of ``outputs`` (``L.Output``). ``words``: indices of ``args`` the
+    kernel reads as 64-bit words, so that a repeat must find them 8-byte aligned too."""
     job(pointers)
     found = _RECORDING.key
     if found is None:
@@ -187,5 +189,14 @@ def launch(job, pointers: tuple, args: tuple, outputs: tuple, order: tuple | Non
     sources = (*[n if args[i] is None else i for i in order], *range(n, n + len(outputs)))
     grad = any(a is not None and a.requires_grad for a in args)
     _remember(found, lambda matches: Plan(job, like, None if dtype == args[like].dtype else
-                                          dtype, len(outputs), sources, grad, matches))
+                                          dtype, len(outputs), sources, grad,
+                                          _aligned(matches, words, args)))
+
+
+def _aligned(matches, words: tuple, args: tuple):
+    """``matches``, and the arguments at ``words`` (those present) 8-byte aligned."""
+    present = [i for i in words if args[i] is not None]
+    if not present:
+        return matches
+    return lambda a: matches(a) and not any(a[i].data_ptr() % 8 for i in present)
 

@@ -1,0 +1,150 @@
+"""Retrace reading its per-action inputs as 64-bit words (retrace.packing, action_reads): every
+word layout against the float64 reference, the layouts that must keep per-action loads, and a
+launch plan that must not read misaligned memory as words."""
+import contextlib
+from dataclasses import replace
+
+import pytest
+import torch
+from conftest import HAS_CUDA, TOL, assert_close
+
+import paper_repro.kernels.retrace as R
+from paper_repro.baselines import reference as ref
+from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _plan
+
+DEVICE = "cuda" if HAS_CUDA else "cpu"
+WALK = L.ScanConfig(1, 16, 1, 48, flip=4)  # one program walks a 45-step row in three tiles
+LOOK_BACK = L.ScanConfig(2, 16, 1, 16, True, flip=4)  # one tile a program, look-back
+SEGMENTS = L.ScanConfig(1, 16, 1, 32, True, flip=4)  # segments of two tiles, swept twice
+TWO_PASSES = L.ScanConfig(1, 16, 1, 16, flip=4)  # reduce, then scan
+# (dtype, actions, textbook expectation, time-major, forced tile or None for the heuristic's)
+CASES = [(torch.float32, 4, False, False, WALK), (torch.bfloat16, 4, True, False, LOOK_BACK),
+         (torch.float16, 8, False, True, replace(LOOK_BACK, flip=0)),
+         (torch.float32, 2, True, True, None), (torch.bfloat16, 8, False, False, SEGMENTS),
+         (torch.float32, 16, False, False, TWO_PASSES), (torch.float16, 4, True, True, None)]
+
+
+@pytest.fixture
+def kernels():
+    """The Triton kernels: on the GPU, else through the interpreter."""
+    with L.cpu_backend("triton") if DEVICE == "cpu" else contextlib.nullcontext():
+        yield
+
+
+@pytest.fixture
+def words(monkeypatch):
+    """The PACK of every Retrace launch, in order."""
+    seen = []
+    reads = R.action_reads
+
+    def spy(*args):
+        out = reads(*args)
+        seen.append(out[0])
+        return out
+
+    monkeypatch.setattr(R, "action_reads", spy)
+    return seen
+
+
+def inputs(N, T, A, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    pi, npi = (torch.softmax(torch.randn(N, T, A, generator=g), -1).to(dtype) for _ in range(2))
+    nq = torch.randn(N, T, A, generator=g).to(dtype)
+    act = torch.randint(0, A, (N, T), generator=g)
+    r, q = (torch.randn(N, T, generator=g).to(dtype) for _ in range(2))
+    mu = (torch.rand(N, T, generator=g) * 0.8 + 0.1).to(dtype)
+    term = (torch.rand(N, T, generator=g) < 0.1).float()
+    trunc = (torch.rand(N, T, generator=g) < 0.1).float() * (1 - term)
+    return [pi, mu, q, nq, act, r, term, trunc, 0.99, 0.9, 0.8, 1.2], npi
+
+
+def expected(args, npi, textbook):
+    wide = [x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in args]
+    kw = {"next_action_probs_target": npi.double()} if textbook else {}
+    return ref.compute_retrace(*wide, **kw)
+
+
+def run(args, npi, textbook, time_major, tile=None):
+    move = (lambda x: x.transpose(0, 1).contiguous().to(DEVICE)) if time_major else \
+        (lambda x: x.to(DEVICE))
+    kw = {"next_action_probs_target": move(npi)} if textbook else {}
+    with L.force_config(tile):
+        got = R.compute_retrace(*[move(x) if torch.is_tensor(x) else x for x in args], **kw,
+                                time_dim=0 if time_major else -1)
+    return [y.transpose(0, 1) if time_major else y for y in got]
+
+
+@pytest.mark.parametrize("dtype, A, textbook, time_major, tile", CASES,
+                         ids=[f"{str(c[0])[6:]}-A{c[1]}-{'textbook' if c[2] else 'row'}-"
+                              f"{'TN' if c[3] else 'NT'}-{'tile' if c[4] else 'shipped'}"
+                              for c in CASES])
+def test_words_match_the_reference(dtype, A, textbook, time_major, tile, kernels, words):
+    args, npi = inputs(3, 45, A, dtype, seed=A)
+    got = run(args, npi, textbook, time_major, tile)
+    assert words == [R.PACKS[dtype][0]]
+    for y, w in zip(got, expected(args, npi, textbook)):
+        assert_close("retrace", y, w, TOL[dtype])
+
+
+def test_words_only_where_the_layout_allows():
+    """packing: a contiguous actions axis, A and the strides multiples of PACK, one dtype of
+    fp32, bf16 or fp16, 8-byte alignment and at most MAX_WORDS words; else per-action loads."""
+    def pack(*xs):
+        present, stride3 = L.common_strides(list(xs))
+        return R.packing(present, stride3)[0]
+
+    x = torch.rand(2, 5, 4)
+    assert pack(x, x.clone()) == 2
+    assert pack(x.bfloat16(), x.bfloat16()) == 4 and pack(x.half(), x.half()) == 4
+    assert pack(x.double(), x.double()) == 0  # one value a word: nothing to gain
+    assert pack(x[..., :3], x[..., :3]) == 0  # A not a multiple of PACK
+    strided = torch.rand(2, 5, 8)[..., ::2]
+    assert pack(strided, strided) == 0  # the actions axis not contiguous
+    assert pack(x.bfloat16(), x) == 0  # two dtypes
+    shifted = torch.rand(2 * 5 * 4 + 1)[1:].view(2, 5, 4)  # 4 bytes off 8-byte alignment
+    assert pack(shifted, shifted) == 0
+    odd = torch.rand(2, 5, 6)[..., :4]  # a step's actions start at odd elements: stride 6 ok
+    assert pack(odd, odd) == 2
+    odd = torch.rand(2, 5, 5)[..., :4]  # stride 5: step 1's words would be misaligned
+    assert pack(odd, odd) == 0
+    wide = torch.rand(2, 5, 2 * (R.MAX_WORDS + 1))
+    assert pack(wide, wide) == 0 and pack(wide[..., :2 * R.MAX_WORDS],
+                                          wide[..., :2 * R.MAX_WORDS]) == 2
+
+
+def test_one_tile_rows_keep_per_action_loads():
+    """Batch-major programs holding their whole row in one tile read per action (measured
+    slower with words); time-major ones and walking programs read words."""
+    x = torch.rand(2, 5, 4)
+    present, stride3 = L.common_strides([x, x.clone()])
+    one = L.ScanConfig(1, 64, 1, 64)
+    assert R.action_reads(present, stride3, one, 45, False)[0] == 0
+    assert R.action_reads(present, stride3, one, 45, True)[0] == 2
+    pack, _, n_act, words = R.action_reads(present, stride3, WALK, 45, False)
+    assert (pack, n_act, words) == (2, 4, (stride3[0] // 2, stride3[1] // 2, 1))
+
+
+def test_a_misaligned_repeat_does_not_reuse_a_words_plan(kernels, words, monkeypatch):
+    """A plan recorded on aligned per-action inputs read as words must not serve a repeat with
+    the same shapes and strides whose memory lies 2 bytes off: that call reads per action."""
+    monkeypatch.setattr(_plan, "_PLANS", {})
+    args, npi = inputs(3, 45, 4, torch.bfloat16, seed=7)
+    want = expected(args, npi, False)
+    got = run(args, npi, False, True)
+    assert words == [4] and sum(map(len, _plan._PLANS.values())) == 1
+
+    def shifted(x):
+        buf = torch.empty(x.numel() + 1, dtype=x.dtype, device=DEVICE)
+        y = buf[1:].view(x.shape).copy_(x)
+        assert y.stride() == x.stride() and y.data_ptr() % 8
+        return y
+
+    moved = [x.transpose(0, 1).contiguous().to(DEVICE) if torch.is_tensor(x) else x
+             for x in args]
+    moved[0], moved[3] = shifted(moved[0]), shifted(moved[3])
+    again = [y.transpose(0, 1) for y in R.compute_retrace(*moved, time_dim=0)]
+    assert words == [4, 0]  # the plan did not match: a fresh launch without words
+    for y, g, w in zip(again, got, want):
+        assert_close("retrace", y, w, TOL[torch.bfloat16])
+        assert torch.equal(y.cpu(), g.cpu())
