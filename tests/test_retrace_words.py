@@ -148,3 +148,19 @@ def test_a_misaligned_repeat_does_not_reuse_a_words_plan(kernels, words, monkeyp
     for y, g, w in zip(again, got, want):
         assert_close("retrace", y, w, TOL[torch.bfloat16])
         assert torch.equal(y.cpu(), g.cpu())
+
+
+@pytest.mark.parametrize("forced, time_major", [(True, False), (False, True)])
+def test_forced_words_overrule_the_rule(forced, time_major, kernels, words, monkeypatch):
+    """``L.force_words``: words wherever the layout allows, a one-tile batch-major row included
+    (True), or none, a time-major call included (False); the results match the reference
+    either way, and no launch plan is recorded under the setting."""
+    monkeypatch.setattr(_plan, "_PLANS", {})
+    args, npi = inputs(3, 45, 4, torch.bfloat16, seed=3)
+    with L.force_words(forced):
+        got = run(args, npi, False, time_major)
+    assert words == [4 if forced else 0] and not _plan._PLANS
+    for y, w in zip(got, expected(args, npi, False)):
+        assert_close("retrace", y, w, TOL[torch.bfloat16])
+    run(args, npi, False, time_major)
+    assert words[-1] == (0 if forced else 4)  # the rule again outside the block

@@ -4,7 +4,7 @@ from outside any checkout: ``python -m`` puts the working directory first on ``s
 from a repository root every run would import that root's tree.
 
     python -m paper_repro.bench.shipped_times LABEL [split|words|neighbour[-retrace] [gate]]
-    python -m paper_repro.bench.shipped_times LABEL words-retrace [gate]
+    python -m paper_repro.bench.shipped_times LABEL words-retrace [gate] [words=on|words=off]
 
 Lines: ``label, algorithm, num_envs, seq_len, layout, device_us`` (fp32, min of 3 CUDA-graph
 timings). ``split``: the shapes whose launches split time (two passes or look-back) instead.
@@ -12,7 +12,8 @@ timings). ``split``: the shapes whose launches split time (two passes or look-ba
 ``algorithm/num_envs/seq_len/dtype/layout/flags`` as one field. ``neighbour``: the same for
 the estimators that read a neighbouring step (``NEIGHBOUR_CASES``), ``neighbour-retrace`` for
 Retrace, ``words-retrace`` those and three more time-major ones; ``gate`` adds the float64
-gate's verdict and largest error. ``data/h200``'s ``carry_ab.csv``, ``agg_ab.csv``,
+gate's verdict and largest error; ``words=on`` / ``words=off`` force where Retrace reads its
+actions as words (one tree, both arms). ``data/h200``'s ``carry_ab.csv``, ``agg_ab.csv``,
 ``words_ab.csv``, ``neighbour_ab.csv`` and ``retrace_words_ab.csv`` came from this.
 """
 from __future__ import annotations
@@ -70,26 +71,30 @@ RETRACE_WORDS_CASES = RETRACE_NEIGHBOUR_CASES + [
     ("retrace", 4096, 128, "bf16", "TN", "bool")]
 
 
-def words(label: str, cases=WORDS_CASES, gate=False):
+def words(label: str, cases=WORDS_CASES, gate=False, retrace_words=None):
     """One line a case: ``label,algorithm/N/T/dtype/layout/flags,us`` and, with ``gate``,
-    whether the outputs pass the float64 gate and their largest error."""
+    whether the outputs pass the float64 gate and their largest error. ``retrace_words``:
+    Retrace reads its actions as words wherever allowed (True), never (False) or by its rule
+    (None), so that one tree measures both (``L.force_words``)."""
     import torch
 
     from paper_repro.bench import gate as G
     from paper_repro.bench.inputs import make_case
     from paper_repro.bench.providers import _ours
+    from paper_repro.kernels import _launch as L
     from paper_repro.tuning import device_time_us
 
     for a, n, t, dt, layout, flags in cases:
-        case = make_case(a, n, t, "plain", dt, layout, flags, device="cuda")
-        prep = _ours(case)
-        out = prep.outputs(prep.call())
-        verdict = ""
-        if gate:
-            dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp64": torch.float64}[dt]
-            r = G.compare(G.expected_outputs(case), out, dtype)
-            verdict = f",{r.ok},{r.max_abs_err:.2e}"
-        us = min(device_time_us(prep.call) for _ in range(3))
+        with L.force_words(retrace_words):
+            case = make_case(a, n, t, "plain", dt, layout, flags, device="cuda")
+            prep = _ours(case)
+            out = prep.outputs(prep.call())
+            verdict = ""
+            if gate:
+                dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp64": torch.float64}[dt]
+                r = G.compare(G.expected_outputs(case), out, dtype)
+                verdict = f",{r.ok},{r.max_abs_err:.2e}"
+            us = min(device_time_us(prep.call) for _ in range(3))
         print(f"{label},{a}/{n}/{t}/{dt}/{layout}/{flags},{us:.2f}{verdict}", flush=True)
         del case, prep, out
         torch.cuda.empty_cache()
@@ -106,7 +111,9 @@ def main(argv=None):
     named = {"neighbour": NEIGHBOUR_CASES, "neighbour-retrace": RETRACE_NEIGHBOUR_CASES,
              "words-retrace": RETRACE_WORDS_CASES}
     if args[1:2] and args[1] in named:
-        return words(args[0], named[args[1]], gate=args[2:] == ["gate"])
+        forced = {"words=on": True, "words=off": False}
+        return words(args[0], named[args[1]], gate="gate" in args[2:],
+                     retrace_words=next((forced[x] for x in args[2:] if x in forced), None))
     label, cases = args[0], SPLIT_CASES if args[1:] == ["split"] else CASES
     for a, n, t, layout in cases:
         prep = _ours(make_case(a, n, t, "plain", "fp32", layout, "float", device="cuda"))

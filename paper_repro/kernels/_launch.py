@@ -22,6 +22,7 @@ VALIDATE_ENV = os.environ.get("PAPER_REPRO_VALIDATE", "0") == "1"
 _CPU_BACKEND = ["triton" if INTERPRETED else "torch"]
 _FORCED_CONFIG: list = [None]
 _FORCED_PREFETCH: list = [None]
+_FORCED_WORDS: list = [None]
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -49,6 +50,12 @@ def force_config(config: ScanConfig | None):
 def force_prefetch(flag: bool | None):
     """Force the kernels' PREFETCH switch inside the block (tests, tuning); None: the rule."""
     return _setting(_FORCED_PREFETCH, flag)
+
+
+def force_words(flag: bool | None):
+    """Inside the block, Retrace reads its per-action inputs as 64-bit words wherever their
+    layout allows (True) or never (False); None: the rule (``retrace.action_reads``)."""
+    return _setting(_FORCED_WORDS, flag)
 
 
 def prefetch(config: ScanConfig) -> bool:

@@ -7,8 +7,8 @@ torch's C++ tensor guard (where this torch lacks it, that metadata joins the key
 first call with new metadata runs the checks, views its tensors as ``[B, T]`` rows and picks
 tiles; if it then launched Triton on its arguments' own memory (no copies), the launch becomes
 a plan. A repeat allocates the outputs and launches on its own arguments. Data pointers are not
-keyed: the direct launch keys their alignment. Calls that validate, force tiles, compile or
-need gradients neither use nor record plans.
+keyed: the direct launch keys their alignment. Calls that validate, force tiles, prefetch or
+Retrace's words, compile or need gradients neither use nor record plans.
 """
 from __future__ import annotations
 
@@ -99,7 +99,8 @@ def lookup(op: str, tensors: tuple, scalars: tuple, validate=False):
     there is none or the call needs the registered op), and the key to record one under (None:
     never use a plan)."""
     if validate or L.VALIDATE_ENV or L._FORCED_CONFIG[0] is not None or \
-            L._FORCED_PREFETCH[0] is not None or torch.compiler.is_compiling():
+            L._FORCED_PREFETCH[0] is not None or L._FORCED_WORDS[0] is not None or \
+            torch.compiler.is_compiling():
         return None, None
     try:
         described = map(type, tensors) if _MAKE_GUARD else map(_metadata, tensors)

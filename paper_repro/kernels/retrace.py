@@ -287,10 +287,12 @@ def action_reads(per_action, stride3, config: L.ScanConfig, T: int, time_major: 
     (retrace_words_ab.csv, against per-action loads): look-back 64x131072 bf16 167 -> 119 us,
     fp32 186 -> 169, walking 512x4096 bf16 37.2 -> 33.7, time-major 64x131072 312 -> 256 and
     4096x128 15.8 -> 11.4; one-tile rows lost (4096x512 39.4 -> 42.9, 32768x32 20.6 -> 22.9),
-    a loop over the words lost in batch-major look-back (1.12-1.39x)."""
+    a loop over the words lost in batch-major look-back (1.12-1.39x). ``L.force_words`` sets
+    where words are read (probes)."""
     A = per_action[0].shape[-1]
-    one_tile = not time_major and config.BLOCK_T >= T
-    pack, val = (0, tl.float32) if one_tile else packing(per_action, stride3)
+    forced = L._FORCED_WORDS[0]
+    wanted = (time_major or config.BLOCK_T < T) if forced is None else forced
+    pack, val = packing(per_action, stride3) if wanted else (0, tl.float32)
     if not pack:
         return 0, val, unrolled_actions(A, config, T), stride3
     words = (stride3[0] // pack, stride3[1] // pack, 1)
