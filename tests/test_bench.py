@@ -364,7 +364,9 @@ def test_tile_probe_candidates_are_launchable():
     warps = [(None, None, None, WP.candidates(n, t, dt)) for n, t in WP.SHAPES
              for dt, _ in WP.VARIANTS]
     assert all(len(case[-1]) == 3 for case in warps)
-    for case in sweep + sum(families, []) + lookback + sixteen + warps:
+    small = TP.small_cases()
+    assert len(small) == len(TP.SMALL) * 7 and all(len(case[-1]) >= 8 for case in small)
+    for case in sweep + sum(families, []) + lookback + sixteen + warps + small:
         configs = case[-1]
         assert len(set(configs)) == len(configs)
         for c in configs:

@@ -152,6 +152,36 @@ def time_major_split_candidates(N: int, T: int, retrace: bool, family: str) -> l
     return list(dict.fromkeys(out))  # tiles capped at a short T can coincide
 
 
+# Grid shapes where a program's latency, not the bytes, sets the time (a few programs an SM or
+# fewer, 1.6-12 us): the peers' one-program-a-row kernels were level with ours there.
+SMALL = ((64, 512), (512, 128), (128, 1024), (256, 1024), (512, 512), (512, 1024), (512, 2048),
+         (4096, 2048))
+
+
+def small_candidates(N: int, T: int, retrace: bool) -> list:
+    """fp32 [N, T] tiles for ``SMALL``: whole rows in one tile with 1 to 16 warps (1 to 32
+    steps a thread), rows walked in shorter tiles, two passes over 2 or 4 segments and one-tile
+    look-back, each in the shipped order of steps (``run_length``)."""
+    pt = _pow2(T)
+    out = [L.ScanConfig(bb, pt, w, pt) for bb in (1, 2, 4, 8) for w in (1, 2, 4, 8, 16)
+           if bb * pt <= 8192 and 1 <= bb * pt / (32 * w) <= 32 and (bb == 1 or T <= 256)]
+    for bt in (256, 512, 1024, 2048):
+        if bt < pt:
+            out += [L.ScanConfig(1, bt, w, pt) for w in (1, 2, 4, 8) if 2 <= bt / (32 * w) <= 16]
+            out += [L.ScanConfig(1, bt, w, pt // k) for w in (2, 4) for k in (2, 4)
+                    if pt // k >= bt and 2 <= bt / (32 * w) <= 16]
+    if T >= 1024:
+        out += [L.ScanConfig(1, bt, w, bt, True) for bt, w in ((256, 1), (256, 2), (512, 2),
+                                                                (512, 4))]
+    return [replace(c, flip=L.run_length(c.BLOCK_T, 4, retrace)) for c in dict.fromkeys(out)]
+
+
+def small_cases(algorithms=ALGORITHMS):
+    """fp32 batch-major cases at ``SMALL`` with ``small_candidates``."""
+    return [(a, N, T, "fp32", "NT", "float", small_candidates(N, T, a == "retrace"))
+            for N, T in SMALL for a in algorithms]
+
+
 def time_major_split_cases(family: str, algorithms=("discounted_returns", "gae", "vtrace")):
     """fp32 time-major cases of a few estimators with ``time_major_split_candidates``."""
     return [(a, N, T, "fp32", "TN", "float",
@@ -238,12 +268,21 @@ def main(argv=None):
                    help="only backward batch-major tiles held as runs of steps")
     p.add_argument("--time-major", choices=sorted(TIME_MAJOR_TILES),
                    help="only fp32 time-major tiles of one family (time_major_split_cases)")
+    p.add_argument("--small", action="store_true",
+                   help="only fp32 batch-major tiles at the latency-bound SMALL shapes")
+    p.add_argument("--words", choices=("on", "off"),
+                   help="Retrace's per-action inputs as words wherever allowed, or never")
     p.add_argument("--estimators", nargs="+", choices=ALGORITHMS,
-                   default=["discounted_returns", "gae", "vtrace"],
-                   help="with --time-major: the estimators to probe")
+                   help="with --time-major (default: discounted returns, GAE, V-trace) or "
+                        "--small (default: all): the estimators to probe")
     args = p.parse_args(argv)
-    sweep = (time_major_split_cases(args.time_major, tuple(args.estimators)) if args.time_major
-             else cases())
+    if args.time_major:
+        sweep = time_major_split_cases(args.time_major, tuple(
+            args.estimators or ("discounted_returns", "gae", "vtrace")))
+    elif args.small:
+        sweep = small_cases(tuple(args.estimators or ALGORITHMS))
+    else:
+        sweep = cases()
     if args.list:
         print(f"{len(sweep)} cases, {len(items(sweep))} (case, tile) pairs")
         return
@@ -252,7 +291,9 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     only = (_flipped_or_one_warp if args.flipped_and_one_warp else
             _backward_runs if args.runs else None)
-    run(out, (i, k), args.warm_only, only, sweep)
+    words = None if args.words is None else args.words == "on"
+    with L.force_words(words):
+        run(out, (i, k), args.warm_only, only, sweep)
 
 
 def _flipped_or_one_warp(case, cfg):
