@@ -176,10 +176,10 @@ def small_candidates(N: int, T: int, retrace: bool) -> list:
     return [replace(c, flip=L.run_length(c.BLOCK_T, 4, retrace)) for c in dict.fromkeys(out)]
 
 
-def small_cases(algorithms=ALGORITHMS):
-    """fp32 batch-major cases at ``SMALL`` with ``small_candidates``."""
-    return [(a, N, T, "fp32", "NT", "float", small_candidates(N, T, a == "retrace"))
-            for N, T in SMALL for a in algorithms]
+def small_cases(algorithms=ALGORITHMS, shapes=SMALL, variants=(("fp32", "float"),)):
+    """Batch-major cases (fp32 at ``SMALL`` unless told) with ``small_candidates``."""
+    return [(a, N, T, dtype, "NT", flags, small_candidates(N, T, a == "retrace"))
+            for N, T in shapes for dtype, flags in variants for a in algorithms]
 
 
 def time_major_split_cases(family: str, algorithms=("discounted_returns", "gae", "vtrace")):
@@ -270,6 +270,9 @@ def main(argv=None):
                    help="only fp32 time-major tiles of one family (time_major_split_cases)")
     p.add_argument("--small", action="store_true",
                    help="only fp32 batch-major tiles at the latency-bound SMALL shapes")
+    p.add_argument("--retrace-rows", action="store_true",
+                   help="Retrace's batch-major tiles at the warps probe's shapes, fp32 and "
+                        "bf16, with the SMALL candidates")
     p.add_argument("--words", choices=("on", "off"),
                    help="Retrace's per-action inputs as words wherever allowed, or never")
     p.add_argument("--estimators", nargs="+", choices=ALGORITHMS,
@@ -281,6 +284,10 @@ def main(argv=None):
             args.estimators or ("discounted_returns", "gae", "vtrace")))
     elif args.small:
         sweep = small_cases(tuple(args.estimators or ALGORITHMS))
+    elif args.retrace_rows:
+        from paper_repro.bench import warps_probe
+
+        sweep = small_cases(("retrace",), warps_probe.SHAPES, warps_probe.VARIANTS)
     else:
         sweep = cases()
     if args.list:
