@@ -334,10 +334,25 @@ def test_heuristic_splits():
     assert L.choose_config(16, 524288, False, 132, True, True) == retrace
     assert L.choose_config(1, 4194304, False, 132, True, True) == retrace
     assert L.choose_config(64, 131072, False, 132, True, True, itemsize=2) == retrace
-    # Retrace's tiles walking rows: 128 elements a warp, others' 256
+    assert L.choose_config(64, 8192, False, 132, True, True) == retrace  # few rows from 8192
+    # Retrace's tiles walking rows: 512 steps in 4 warps, fp32 from five rows an SM 256 in 2;
+    # one tile a row up to 2048 steps where rows are at most one an SM, 128 elements a warp
+    walk = L.ScanConfig(1, 512, 4, 1024, flip=4)
+    assert L.choose_config(512, 1024, False, 132, True, True) == walk
+    assert L.choose_config(1024, 1024, False, 132, True, True, itemsize=2) == walk
+    assert L.choose_config(1024, 1024, False, 132, True, True) == \
+        L.ScanConfig(1, 256, 2, 1024, flip=4)
+    assert L.choose_config(4096, 2048, False, 132, True, True).BLOCK_B == 1
+    assert L.choose_config(256, 1024, False, 132, True, True) == \
+        L.ScanConfig(1, 1024, 8, 1024, flip=4)
+    assert L.choose_config(128, 2048, False, 132, True, True) == \
+        L.ScanConfig(1, 2048, 16, 2048, flip=4)
     assert L.choose_config(512, 4096, False, 132, True, True).num_warps == 4
-    assert L.choose_config(1024, 1024, False, 132, True, True).num_warps == 8
     assert L.choose_config(512, 4096, False, 132, True).num_warps == 2  # V-trace
+    # one-tile rows of the others: 256 elements a warp, 128 at most a row an SM
+    assert L.choose_config(512, 512, False, 132, False).num_warps == 2
+    assert L.choose_config(64, 512, False, 132, False).num_warps == 4
+    assert L.choose_config(128, 1024, False, 132, True).num_warps == 8
     # 16-bit look-back in one-warp tiles: 1024 steps, V-trace's 512
     assert L.choose_config(64, 131072, False, 132, False, itemsize=2) == \
         L.ScanConfig(1, 1024, 1, 1024, True, flip=8)

@@ -300,10 +300,22 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
     elif many_long_rows:
         # 32x128 tiles, 16 warps, one pass (8192x4096: 172 -> 151 us).
         BLOCK_B, BLOCK_T, num_warps = 32, 128, 16
-    elif 512 <= T <= 1024:
-        # One row a program, the whole horizon one tile (4096x512: 13.2 -> 12.0 us).
+    elif retrace and T > 512 and B > 2 * sms:
+        # Retrace rows a program walks, from more rows than two an SM (tile_probe.csv, small
+        # and retrace rows): 512-step tiles in 4 warps (512x1024 11.96 -> 9.25 us against one
+        # 1024-step tile in 8; 4096x2048 bf16 145.8 -> 110.6 against 2x512 tiles in 8 warps),
+        # fp32 from more than four rows an SM in 256-step tiles in 2 (4096x2048 174.5 ->
+        # 154.9, 8192x4096 682 -> 605; 1024x1024 24.1 -> 23.1).
+        BLOCK_B, BLOCK_T, num_warps = 1, 512, 4
+        if itemsize == 4 and B > 4 * sms:
+            BLOCK_T, num_warps = 256, 2
+    elif 512 <= T <= 1024 or (retrace and T <= 2048 and B <= sms):
+        # One row a program, the whole horizon one tile (4096x512: 13.2 -> 12.0 us). With at
+        # most a row an SM, a program's latency is the call's: twice the warps (64x512 0.87-
+        # 0.97x the time for all but Retrace, 128x1024 0.95-1.00x), and Retrace's rows of up
+        # to 2048 steps in one tile too (128x2048 9.52 -> 6.60 us in 16 warps).
         BLOCK_B, BLOCK_T = 1, _pow2(T)
-        num_warps = BLOCK_T // per_warp
+        num_warps = BLOCK_T // (128 if B <= sms else per_warp)
     elif T > 1024 and not wide:
         # One row a program in tiles of 1024 (512x4096: prefix sum 6.9 -> 6.2 us, GAE 12.8 ->
         # 11.9, bf16 GAE 11.4 -> 10.4).
@@ -326,7 +338,7 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
             # 34.8 -> 29.3 us, GAE 35.6 -> 30.8, V-trace 62.5 -> 48.8, and V-trace 1x4194304
             # 62.6 -> 57.9; the returns without values and the prefix sum lose 1.08-1.15x).
             return ScanConfig(1, 1024, 4, 8192)
-        if T >= 131072:
+        if T >= 131072 or retrace:
             # Single-pass look-back, one row-tile a program: the inputs are read once
             # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7). Tiles from
             # words_probe.csv (64x131072 and 16x524288): fp32 in 1024 steps, two warps (four
@@ -341,6 +353,8 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
             # 34.1 -> 29.2 against 2048 steps in 4 warps; the prefix sum and eligibility
             # traces since their flag at t-1 comes from registers, neighbour_probe.csv: bf16
             # 64x131072 20.5 -> 19.2 us and 20.8 -> 18.8, fp16 24.9 -> 21.2 against two passes).
+            # Retrace looks back from 8192 steps too (retrace rows, 64x8192: 23.1 -> 14.7 us,
+            # bf16 19.1 -> 9.7 against two passes).
             if retrace:
                 return ScanConfig(1, 256, 1, 256, True)
             if itemsize == 4:
