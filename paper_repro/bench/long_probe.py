@@ -281,6 +281,30 @@ def narrow_items() -> list:
             for a in NARROW_ALGORITHMS for c in [None] + tiles]
 
 
+REGISTER_CAPS = (0, 64, 72, 80, 88, 96)
+
+
+def registers_items() -> list:
+    """``(algorithm, N, T, dtype, layout, flags, tile)`` of the ``registers`` probe: the fp32
+    look-back tiles of five rows and more under register caps (Triton's ``maxnreg``): fewer
+    registers, more resident programs to keep loads in flight."""
+    from dataclasses import replace
+
+    from paper_repro.bench.tile_probe import long_row_choices
+    from paper_repro.kernels import _launch as L
+
+    items = []
+    for a in ("eligibility_traces", "prefix_sum", "discounted_returns", "lambda_returns", "gae",
+              "vtrace"):
+        for n, t in ((64, 131072), (16, 524288)):
+            tile = replace(L.choose_config(n, t, False, 132, a == "vtrace", False, 4,
+                                           **long_row_choices(a)), max_registers=0)
+            items += [(a, n, t, "fp32", "NT", "float", None)]
+            items += [(a, n, t, "fp32", "NT", "float", replace(tile, max_registers=r))
+                      for r in REGISTER_CAPS]
+    return items
+
+
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
     from paper_repro.bench.forced import forced_time, prepared
 
@@ -310,7 +334,8 @@ def label(c) -> str:
     if c is None:
         return "shipped"
     kind = "lb" if c.single_pass else "tp"
-    return f"{c.BLOCK_B}x{c.BLOCK_T}x{c.num_warps}/seg{c.seg_len}/{kind}/r{c.flip}"
+    regs = f"/regs{c.max_registers}" if c.max_registers else ""
+    return f"{c.BLOCK_B}x{c.BLOCK_T}x{c.num_warps}/seg{c.seg_len}/{kind}/r{c.flip}{regs}"
 
 
 def main(argv=None):
@@ -320,7 +345,7 @@ def main(argv=None):
     if argv and argv[0] == "sixteen":
         return sixteen()
     probes = {"words": words_items, "words16": words16_items, "segwords": segwords_items,
-              "neighbour": neighbour_items, "narrow": narrow_items}
+              "neighbour": neighbour_items, "narrow": narrow_items, "registers": registers_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),

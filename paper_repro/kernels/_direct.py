@@ -92,23 +92,33 @@ def _active(hook) -> bool:
     return hook is not None and bool(getattr(hook, "calls", True))
 
 
-def run(kernel, grid: tuple, num_warps: int, values: tuple, n_tensors: int | None = None):
+def _options(num_warps: int, maxnreg: int) -> dict:
+    """Triton's launch options: ``maxnreg`` (registers a thread, a public compile option of
+    the NVIDIA backend) only when set; the interpreter takes none."""
+    if maxnreg and os.environ.get("TRITON_INTERPRET", "0") != "1":
+        return {"num_warps": num_warps, "maxnreg": maxnreg}
+    return {"num_warps": num_warps}
+
+
+def run(kernel, grid: tuple, num_warps: int, values: tuple, n_tensors: int | None = None,
+        maxnreg: int = 0):
     """``kernel[grid](*values, num_warps=num_warps)``, directly when this specialization has
     been compiled before. ``values`` holds every kernel parameter, in order; when given, the
-    first ``n_tensors`` are the only tensors. Returns the compiled launcher's cache entry
-    (None when the direct launch is off)."""
+    first ``n_tensors`` are the only tensors; ``maxnreg`` caps the registers a thread (0: the
+    compiler's choice). Returns the compiled launcher's cache entry (None when the direct
+    launch is off)."""
     if not ENABLED or _hooks_set():
-        kernel[grid](*values, num_warps=num_warps)
+        kernel[grid](*values, **_options(num_warps, maxnreg))
         return None
     device = current_device()
     # id(): a JITFunction hashes its source digest on every call
-    key = (id(kernel), device, num_warps, specialization(values, n_tensors))
+    key = (id(kernel), device, num_warps, maxnreg, specialization(values, n_tensors))
     entry = _CACHE.get(key)
     if entry is None:
         if len(values) != len(kernel.arg_names):
             raise TypeError(f"{kernel.fn.__name__} takes {len(kernel.arg_names)} arguments, "
                             f"got {len(values)}")
-        compiled = kernel[grid](*values, num_warps=num_warps)
+        compiled = kernel[grid](*values, **_options(num_warps, maxnreg))
         compiled = compiled.result() if hasattr(compiled, "result") else compiled
         if len(_CACHE) >= MAX_CACHED:  # one entry per shape: bound it for shape sweeps
             _CACHE.clear()

@@ -627,7 +627,7 @@ class Launch:
     per-call dicts."""
 
     __slots__ = ("kernel", "grid", "num_warps", "B", "acc", "device", "cuda_index", "middle",
-                 "tile", "one_pass", "single_pass", "launchers", "grid3")
+                 "tile", "one_pass", "single_pass", "launchers", "grid3", "maxnreg")
     # single_pass: the look-back's PHASE (3: a tile a program; 4: a segment of tiles swept
     # twice, reduce then scan), or 0 for none.
 
@@ -635,6 +635,7 @@ class Launch:
                  ints: tuple, scalars: tuple = (), flags: tuple = ()):
         self.kernel, self.num_warps, self.B, self.acc, self.device = (
             kernel, config.num_warps, B, acc, device)
+        self.maxnreg = config.max_registers
         self.cuda_index = device.index if device.type == "cuda" else None
         self.grid = config.grid(B, T)
         self.grid3 = (*self.grid, 1)
@@ -664,7 +665,8 @@ class Launch:
             scratch = torch.zeros(1 + 3 * self.B * grid[1], dtype=WORDS[self.acc],
                                   device=self.device)
             D.run(kernel, (grid[0] * grid[1],), w, (*pointers, scratch, scratch, *self.middle,
-                                                    self.single_pass, *self.tile), n)
+                                                    self.single_pass, *self.tile), n,
+                  self.maxnreg)
             return
         agg = torch.empty((2, self.B * grid[1]), dtype=self.acc, device=self.device)
         D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 1, *self.tile), n)
