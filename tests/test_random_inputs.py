@@ -360,7 +360,7 @@ def test_heuristic_splits():
         L.ScanConfig(1, 512, 1, 512, True, flip=8)
     # fp32 look-back: 1024 steps in two warps, V-trace's in four; up to four rows 2048 in four
     assert L.choose_config(64, 131072, False, 132, False) == \
-        L.ScanConfig(1, 1024, 2, 1024, True, flip=4)
+        L.ScanConfig(1, 1024, 2, 1024, True, flip=4, max_registers=80)
     assert L.choose_config(16, 524288, False, 132, True) == L.ScanConfig(1, 1024, 4, 1024, True, 4)
     assert L.choose_config(4, 1048576, False, 132, False, two_pass_rows=3) == \
         L.ScanConfig(1, 2048, 4, 2048, True, flip=4)

@@ -363,7 +363,13 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
             if itemsize == 4:
                 if B <= 4:
                     return ScanConfig(1, 2048, 4, 2048, True)
-                return ScanConfig(1, 1024, 4 if wide else 2, 1024, True)
+                if wide:
+                    return ScanConfig(1, 1024, 4, 1024, True)
+                # Two-warp tiles capped at 80 registers a thread (103 for eligibility traces
+                # uncapped: 8 programs an SM, 12 capped; registers.csv, 64x131072: eligibility
+                # traces 37.6 -> 32.6 us, prefix sum 38.2 -> 33.3, GAE 44.1 -> 41.9, discounted
+                # returns 35.4 -> 34.6; 64 spills and loses).
+                return ScanConfig(1, 1024, 2, 1024, True, max_registers=80)
             if itemsize == 2 and not wide:
                 return ScanConfig(1, 1024, 1, 1024, True)
             if wide and B >= 4:
