@@ -278,3 +278,58 @@ def test_the_c_launcher_is_called_where_no_scratch_is_needed():
     compiled.run.global_scratch_size = 256  # needs its scratch: Triton's launcher allocates it
     fn, head = D._entry(compiled)
     assert fn is compiled.run and head == (5, (4, 1, 0), None, None, None)
+
+
+def test_register_caps_reach_the_compile_and_its_key(monkeypatch):
+    """A tile's register cap (``ScanConfig.max_registers``) is passed to Triton as ``maxnreg``
+    where set and compiled, never under the interpreter, and a capped compile is cached apart
+    from an uncapped one."""
+    seen = []
+
+    class Kernel:
+        arg_names = ("x",)
+
+        def __getitem__(self, grid):
+            return lambda *values, **options: seen.append(options)
+
+    monkeypatch.setattr(D, "ENABLED", False)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    D.run(Kernel(), (1,), 2, (0,), maxnreg=80)
+    D.run(Kernel(), (1,), 2, (0,))
+    assert seen == [{"num_warps": 2, "maxnreg": 80}, {"num_warps": 2}]
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    D.run(Kernel(), (1,), 4, (0,), maxnreg=80)
+    assert seen[-1] == {"num_warps": 4}
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(D, "ENABLED", True)
+    monkeypatch.setattr(D, "_hooks_set", lambda: False)
+    monkeypatch.setattr(D, "current_device", lambda: 0)
+    monkeypatch.setattr(D, "_entry", lambda compiled: compiled)
+    monkeypatch.setattr(D, "_CACHE", {})
+    x = torch.zeros(4)
+    D.run(Kernel(), (1,), 2, (x,), 1, maxnreg=80)
+    D.run(Kernel(), (1,), 2, (x,), 1)
+    assert len(D._CACHE) == 2 and seen[-2:] == [{"num_warps": 2, "maxnreg": 80},
+                                                {"num_warps": 2}]
+
+
+def test_the_look_back_launch_passes_its_tiles_register_cap(monkeypatch):
+    """The look-back's launch hands the forced tile's cap to ``run``, with results unchanged."""
+    if not L.INTERPRETED:
+        pytest.skip("needs the interpreter (TRITON_INTERPRET=1): CPU tensors through Triton")
+    caps, run = [], D.run
+
+    def spy(kernel, grid, num_warps, values, n_tensors=None, maxnreg=0):
+        caps.append(maxnreg)
+        return run(kernel, grid, num_warps, values, n_tensors, maxnreg)
+
+    monkeypatch.setattr(D, "run", spy)
+    g = torch.Generator().manual_seed(3)
+    r = torch.randn(3, 1024, generator=g, dtype=torch.float64)
+    d = (torch.rand(3, 1024, generator=g) < 0.05).double()
+    tile = L.ScanConfig(1, 64, 1, 64, True, 4, max_registers=80)
+    with L.cpu_backend("triton"), L.force_config(tile):
+        got = P.compute_discounted_returns(r, d, gamma=0.97)
+    assert caps == [80]
+    want = ref.compute_discounted_returns(r, d, gamma=0.97)
+    assert_close("discounted returns", got, want, TOL[torch.float64])
