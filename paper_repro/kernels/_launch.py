@@ -303,22 +303,22 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
     elif many_long_rows:
         # 32x128 tiles, 16 warps, one pass (8192x4096: 172 -> 151 us).
         BLOCK_B, BLOCK_T, num_warps = 32, 128, 16
-    elif retrace and T > 512 and B > 2 * sms:
+    elif retrace and T > 512 and 2 * sms < B:
         # Retrace rows a program walks, from more rows than two an SM (tile_probe.csv, small
         # and retrace rows): 512-step tiles in 4 warps (512x1024 11.96 -> 9.25 us against one
         # 1024-step tile in 8; 4096x2048 bf16 145.8 -> 110.6 against 2x512 tiles in 8 warps),
         # fp32 from more than four rows an SM in 256-step tiles in 2 (4096x2048 174.5 ->
         # 154.9, 8192x4096 682 -> 605; 1024x1024 24.1 -> 23.1).
         BLOCK_B, BLOCK_T, num_warps = 1, 512, 4
-        if itemsize == 4 and B > 4 * sms:
+        if itemsize == 4 and 4 * sms < B:
             BLOCK_T, num_warps = 256, 2
-    elif 512 <= T <= 1024 or (retrace and T <= 2048 and B <= sms):
+    elif 512 <= T <= 1024 or (retrace and T <= 2048 and sms >= B):
         # One row a program, the whole horizon one tile (4096x512: 13.2 -> 12.0 us). With at
         # most a row an SM, a program's latency is the call's: twice the warps (64x512 0.87-
         # 0.97x the time for all but Retrace, 128x1024 0.95-1.00x), and Retrace's rows of up
         # to 2048 steps in one tile too (128x2048 9.52 -> 6.60 us in 16 warps).
         BLOCK_B, BLOCK_T = 1, _pow2(T)
-        num_warps = BLOCK_T // (128 if B <= sms else per_warp)
+        num_warps = BLOCK_T // (128 if sms >= B else per_warp)
     elif T > 1024 and not wide:
         # One row a program in tiles of 1024 (512x4096: prefix sum 6.9 -> 6.2 us, GAE 12.8 ->
         # 11.9, bf16 GAE 11.4 -> 10.4).
