@@ -430,7 +430,8 @@ def test_probes_time_forced_tiles(monkeypatch, capsys):
 def test_sass_counts_compile_without_a_gpu():
     """The static counts come from a real sm_90 compile on the CPU (outside the interpreter):
     a backward scan shuffles more than the forward one of the same tile, only batch-major tiles
-    in time order keep 128-bit loads, and time-major tiles load rows 128 bits at a time."""
+    in time order keep 128-bit loads, time-major tiles load rows 128 bits at a time, and a
+    register cap bounds the registers."""
     import json
     import os
     import subprocess
@@ -439,13 +440,16 @@ def test_sass_counts_compile_without_a_gpu():
     code = ("import json; from paper_repro.bench import sass as S; k = S.kernels(); "
             "t = S.TILES[0]; print(json.dumps([S.counts(k['affine_scan'], t), "
             "S.counts(k['affine_scan'], t, True), S.counts(k['eligibility_traces'], t), "
-            "S.counts(k['affine_scan'], S.TILES[3], 1)]))")
+            "S.counts(k['affine_scan'], S.TILES[3], 1), "
+            "S.counts(k['eligibility_traces'], S.CAP_TILE, 0, 64)]))")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
-    backward, flipped, forward, time_major = json.loads(out.stdout.strip().splitlines()[-1])
+    backward, flipped, forward, time_major, capped = json.loads(
+        out.stdout.strip().splitlines()[-1])
     assert backward["registers"] > 0 and backward["instructions"] > 100
     assert backward["shuffles"] > forward["shuffles"] > 0
     assert backward["vector_loads"] > 0 and forward["vector_loads"] > 0
     assert flipped["vector_loads"] == 0 < flipped["loads"]
     assert time_major["vector_loads"] == time_major["loads"] > 0
+    assert 0 < capped["registers"] <= 64  # the register cap reaches ptxas

@@ -2,7 +2,7 @@
 warp shuffles, block barriers, layout conversions through shared memory and 128-bit loads per
 kernel and tile, from Triton's compiler and the ``cuobjdump`` its wheel ships.
 
-    python -m paper_repro.bench.sass [--out data/h200/sass_counts.csv] [--quick]
+    python -m paper_repro.bench.sass [--out data/h200/sass_counts.csv] [--quick] [--caps]
 
 The counts belong to the installed Triton (recorded in each row): put the GPU's version first
 on ``PYTHONPATH`` to explain its timings. ``data/h200/sass_counts.csv`` (Triton 3.6) shows the
@@ -29,6 +29,11 @@ TILES = [(1, 512, 2, 0, True, False), (4, 128, 2, 0, False, False), (1, 1024, 4,
 COLUMNS = ["triton", "kernel", "BLOCK_B", "BLOCK_T", "num_warps", "phase", "prefetch",
            "time_major", "flip", "registers", "instructions", "shuffles", "barriers",
            "layout_conversions", "loads", "vector_loads"]
+# The fp32 look-back's two-warp tile under register caps (Triton's maxnreg; 0: uncapped)
+CAPS = (0, 64, 72, 80, 88, 96)
+CAP_TILE = (1, 1024, 2, 3, False, False)
+CAP_COLUMNS = ["triton", "kernel", "max_registers", "registers", "instructions",
+               "local_loads", "local_stores"]
 
 
 def kernels() -> dict:
@@ -78,15 +83,17 @@ def _signature(kernel, tile, flip):
     return sig, const, aligned
 
 
-def counts(kernel, tile, flip=0) -> dict:
-    """Compile ``kernel`` for sm_90 with ``tile`` and count what its SASS does per launch."""
+def counts(kernel, tile, flip=0, maxnreg=0) -> dict:
+    """Compile ``kernel`` for sm_90 with ``tile`` (registers capped at ``maxnreg`` where set)
+    and count what its SASS does per launch; ``local_loads``/``local_stores``: spills."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     sig, const, aligned = _signature(kernel, tile, flip)
+    options = {"num_warps": tile[2], **({"maxnreg": maxnreg} if maxnreg else {})}
     compiled = triton.compile(ASTSource(kernel, sig, const, aligned),
-                              target=GPUTarget("cuda", 90, 32), options={"num_warps": tile[2]})
+                              target=GPUTarget("cuda", 90, 32), options=options)
     tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     with tempfile.TemporaryDirectory() as d:
         cubin = os.path.join(d, "k.cubin")
@@ -105,7 +112,8 @@ def counts(kernel, tile, flip=0) -> dict:
     return {"registers": regs[0] if regs else "", "instructions": len(lines),
             "shuffles": ops["SHFL"], "barriers": ops["BAR"],
             "layout_conversions": compiled.asm["ttgir"].count("ttg.convert_layout"),
-            "loads": ops["LDG"], "vector_loads": sum("LDG.E.128" in x for x in lines)}
+            "loads": ops["LDG"], "vector_loads": sum("LDG.E.128" in x for x in lines),
+            "local_loads": ops["LDL"], "local_stores": ops["STL"]}
 
 
 def rows(quick=False):
@@ -119,15 +127,32 @@ def rows(quick=False):
                        **dict(zip(COLUMNS[2:9], (*tile, flip))), **counts(kernel, tile, flip)}
 
 
+def cap_rows(names=("eligibility_traces", "lambda_returns", "gae", "affine_scan")):
+    """The look-back's two-warp fp32 tile of each kernel under every cap of ``CAPS``."""
+    import triton
+
+    for name in names:
+        flip = 0 if name == "eligibility_traces" else 4
+        for cap in CAPS:
+            c = counts(kernels()[name], CAP_TILE, flip, cap)
+            yield {"triton": triton.__version__, "kernel": name, "max_registers": cap,
+                   **{k: c[k] for k in CAP_COLUMNS[3:]}}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--out", default="data/h200/sass_counts.csv")
+    p.add_argument("--out", default=None,
+                   help="default data/h200/sass_counts.csv (with --caps: sass_caps.csv)")
     p.add_argument("--quick", action="store_true", help="two tiles a kernel")
+    p.add_argument("--caps", action="store_true",
+                   help="registers and spills of the look-back's tile under register caps")
     args = p.parse_args(argv)
-    with open(args.out, "w", newline="") as f:
-        w = csv.DictWriter(f, COLUMNS)
+    out = args.out or f"data/h200/{'sass_caps' if args.caps else 'sass_counts'}.csv"
+    columns, produce = (CAP_COLUMNS, cap_rows) if args.caps else (COLUMNS, lambda: rows(args.quick))
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, columns, extrasaction="ignore", lineterminator="\n")
         w.writeheader()
-        for row in rows(args.quick):
+        for row in produce():
             w.writerow(row)
             f.flush()
 
