@@ -3,6 +3,7 @@ tiles, fp32 and bf16 batch-major and fp32 time-major, so the heuristic is chosen
 from data (``data/h200/tile_probe.csv``).
 
     python -m paper_repro.bench.tile_probe --out DIR [--part I/K] [--warm-only] [--list]
+        [--small | --retrace-rows | --time-major FAMILY] [--words on|off] [--estimators ...]
 
 ``--part I/K`` takes every K-th (case, tile) pair from the I-th, so several processes (one a
 GPU) share a sweep; ``--warm-only`` compiles without timing, filling Triton's cache in
