@@ -313,8 +313,13 @@ def test_register_caps_reach_the_compile_and_its_key(monkeypatch):
                                                 {"num_warps": 2}]
 
 
-def test_the_look_back_launch_passes_its_tiles_register_cap(monkeypatch):
-    """The look-back's launch hands the forced tile's cap to ``run``, with results unchanged."""
+@pytest.mark.parametrize("tile", [L.ScanConfig(1, 64, 1, 64, True, 4, max_registers=80),
+                                  L.ScanConfig(1, 64, 1, 256, False, 4, max_registers=80),
+                                  L.ScanConfig(1, 64, 1, 1024, False, 4, max_registers=80)],
+                         ids=["look-back", "two passes", "one pass"])
+def test_launches_pass_their_tiles_register_cap(tile, monkeypatch):
+    """Every launch (look-back, both passes, one pass) hands the forced tile's cap to ``run``,
+    with results unchanged."""
     if not L.INTERPRETED:
         pytest.skip("needs the interpreter (TRITON_INTERPRET=1): CPU tensors through Triton")
     caps, run = [], D.run
@@ -327,9 +332,8 @@ def test_the_look_back_launch_passes_its_tiles_register_cap(monkeypatch):
     g = torch.Generator().manual_seed(3)
     r = torch.randn(3, 1024, generator=g, dtype=torch.float64)
     d = (torch.rand(3, 1024, generator=g) < 0.05).double()
-    tile = L.ScanConfig(1, 64, 1, 64, True, 4, max_registers=80)
     with L.cpu_backend("triton"), L.force_config(tile):
         got = P.compute_discounted_returns(r, d, gamma=0.97)
-    assert caps == [80]
+    assert caps == [80] * (2 if tile.seg_len == 256 else 1)
     want = ref.compute_discounted_returns(r, d, gamma=0.97)
     assert_close("discounted returns", got, want, TOL[torch.float64])

@@ -305,6 +305,33 @@ def registers_items() -> list:
     return items
 
 
+def registers_wide_items() -> list:
+    """``(algorithm, N, T, dtype, layout, flags, tile)`` of the ``registers-wide`` probe: shipped
+    tiles whose registers bound the programs an SM (``sass --caps``, ``sass_caps.csv``), under
+    caps: fp32 time-major 64x131072 (interleaved 32 x 128 tiles, 168-255 registers a thread)
+    and 512x4096 (two passes over 32 x 32 one-warp tiles, 191-255), Retrace's one-warp
+    look-back (147) in fp32 and bf16, V-trace's four-warp fp32 look-back (101)."""
+    from dataclasses import replace
+
+    from paper_repro.bench.tile_probe import long_row_choices
+    from paper_repro.kernels import _launch as L
+
+    cases = [(a, n, t, "fp32", "TN", "float", (0, 128, 168, 192))
+             for n, t in ((64, 131072), (512, 4096))
+             for a in ("discounted_returns", "lambda_returns", "gae", "eligibility_traces",
+                       "prefix_sum", "vtrace")]
+    cases += [("retrace", 64, 131072, dt, "NT", fl, (0, 96, 112, 128))
+              for dt, fl in (("fp32", "float"), ("bf16", "bool"))]
+    cases += [("vtrace", 64, 131072, "fp32", "NT", "float", (0, 80, 96))]
+    items = []
+    for a, n, t, dt, lay, fl, caps in cases:
+        tile = L.choose_config(n, t, lay == "TN", 132, a in ("vtrace", "retrace"), a == "retrace",
+                               2 if dt == "bf16" else 4, **long_row_choices(a))
+        items += [(a, n, t, dt, lay, fl, None)]
+        items += [(a, n, t, dt, lay, fl, replace(tile, max_registers=r)) for r in caps]
+    return items
+
+
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
     from paper_repro.bench.forced import forced_time, prepared
 
@@ -345,7 +372,8 @@ def main(argv=None):
     if argv and argv[0] == "sixteen":
         return sixteen()
     probes = {"words": words_items, "words16": words16_items, "segwords": segwords_items,
-              "neighbour": neighbour_items, "narrow": narrow_items, "registers": registers_items}
+              "neighbour": neighbour_items, "narrow": narrow_items, "registers": registers_items,
+              "registers-wide": registers_wide_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),

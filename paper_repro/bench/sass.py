@@ -29,11 +29,25 @@ TILES = [(1, 512, 2, 0, True, False), (4, 128, 2, 0, False, False), (1, 1024, 4,
 COLUMNS = ["triton", "kernel", "BLOCK_B", "BLOCK_T", "num_warps", "phase", "prefetch",
            "time_major", "flip", "registers", "instructions", "shuffles", "barriers",
            "layout_conversions", "loads", "vector_loads"]
-# The fp32 look-back's two-warp tile under register caps (Triton's maxnreg; 0: uncapped)
+# Shipped tiles under register caps (Triton's maxnreg; 0: uncapped): the fp32 look-back's
+# two-warp tile, then tiles whose registers bound the programs an SM, for later probes:
+# Retrace's one-warp look-back, V-trace's four-warp one, and the fp32 time-major tiles in
+# interleaved runs (segment look-back over 32 x 128, two passes over 32 x 32).
 CAPS = (0, 64, 72, 80, 88, 96)
 CAP_TILE = (1, 1024, 2, 3, False, False)
-CAP_COLUMNS = ["triton", "kernel", "max_registers", "registers", "instructions",
-               "local_loads", "local_stores"]
+WIDE_CAPS = (0, 96, 128, 168, 192)
+CAP_CASES = [(name, CAP_TILE, 0 if name == "eligibility_traces" else 4, CAPS)
+             for name in ("eligibility_traces", "lambda_returns", "gae", "affine_scan")] + [
+    ("retrace", (1, 256, 1, 3, False, False), 4, (0, 96, 112, 128)),
+    ("vtrace", (1, 1024, 4, 3, False, False), 4, (0, 80, 96)),
+    *[(name, (32, 128, 4, 4, False, True), -8, WIDE_CAPS)
+      for name in ("lambda_returns", "gae", "eligibility_traces")],
+    ("vtrace", (32, 128, 4, 3, False, True), -8, WIDE_CAPS),
+    *[(name, (32, 32, 1, phase, False, True), -8, (0, 128, 168))
+      for name in ("lambda_returns", "gae") for phase in (1, 2)]]
+CAP_COLUMNS = ["triton", "kernel", "BLOCK_B", "BLOCK_T", "num_warps", "phase", "time_major",
+               "flip", "max_registers", "registers", "instructions", "local_loads",
+               "local_stores"]
 
 
 def kernels() -> dict:
@@ -127,16 +141,18 @@ def rows(quick=False):
                        **dict(zip(COLUMNS[2:9], (*tile, flip))), **counts(kernel, tile, flip)}
 
 
-def cap_rows(names=("eligibility_traces", "lambda_returns", "gae", "affine_scan")):
-    """The look-back's two-warp fp32 tile of each kernel under every cap of ``CAPS``."""
+def cap_rows(cases=None):
+    """Each case of ``CAP_CASES`` (kernel, tile, flip, caps) compiled under each of its caps."""
     import triton
 
-    for name in names:
-        flip = 0 if name == "eligibility_traces" else 4
-        for cap in CAPS:
-            c = counts(kernels()[name], CAP_TILE, flip, cap)
-            yield {"triton": triton.__version__, "kernel": name, "max_registers": cap,
-                   **{k: c[k] for k in CAP_COLUMNS[3:]}}
+    for name, tile, flip, caps in cases or CAP_CASES:
+        BLOCK_B, BLOCK_T, warps, phase, _, time_major = tile
+        for cap in caps:
+            c = counts(kernels()[name], tile, flip, cap)
+            yield {"triton": triton.__version__, "kernel": name, "BLOCK_B": BLOCK_B,
+                   "BLOCK_T": BLOCK_T, "num_warps": warps, "phase": phase,
+                   "time_major": time_major, "flip": flip, "max_registers": cap,
+                   **{k: c[k] for k in CAP_COLUMNS[9:]}}
 
 
 def main(argv=None):

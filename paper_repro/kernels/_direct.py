@@ -155,21 +155,22 @@ def _alignment_key(device: int, pointers: list) -> tuple:
     return device, tuple([p & 15 == 0 for p in pointers])
 
 
-def run_bound(cache: dict, kernel, grid: tuple, num_warps: int, values: tuple, n_tensors: int):
+def run_bound(cache: dict, kernel, grid: tuple, num_warps: int, values: tuple, n_tensors: int,
+              maxnreg: int = 0):
     """``run`` for a caller whose non-tensor values and tensor dtypes never change (a launch
     plan's ``Launch``): ``cache`` keys the compiled launcher by device and the tensors' 16-byte
     alignment alone, skipping ``specialization``'s walk over every value. Repeats pass the
     tensors' addresses as ints, which the C launcher takes without asking the driver about
     each pointer."""
     if not ENABLED or _hooks_set():
-        run(kernel, grid, num_warps, values, n_tensors)
+        run(kernel, grid, num_warps, values, n_tensors, maxnreg)
         return
     device = current_device()
     pointers = [t.data_ptr() for t in values[:n_tensors]]
     key = _alignment_key(device, pointers)
     entry = cache.get(key)
     if entry is None:
-        entry = run(kernel, grid, num_warps, values, n_tensors)
+        entry = run(kernel, grid, num_warps, values, n_tensors, maxnreg)
         if entry is not None:
             cache[key] = entry
         return

@@ -226,8 +226,8 @@ class ScanConfig:
     # forward (1: latest step first; 0: time ascending, Triton's reverse scan; -R: runs of R
     # interleaved, column k * G + g holding run g's step k; chunk_times).
     flip: int = 0
-    # Registers a thread the look-back's compile may use (Triton's maxnreg; 0: its choice):
-    # fewer registers, more programs resident an SM.
+    # Registers a thread the tile's compile may use (Triton's maxnreg; 0: its choice): fewer
+    # registers, more programs resident an SM.
     max_registers: int = 0
 
     def grid(self, B: int, T: int):

@@ -657,7 +657,7 @@ class Launch:
         kernel, grid, w, n = self.kernel, self.grid, self.num_warps, len(pointers) + 2
         if self.one_pass is not None:  # agg_ptr and status_ptr are never touched
             D.run_bound(self.launchers, kernel, grid, w,
-                        (*pointers, pointers[-1], pointers[-1], *self.one_pass), n)
+                        (*pointers, pointers[-1], pointers[-1], *self.one_pass), n, self.maxnreg)
             return
         if self.single_pass:
             # A ticket counter, then aggregates a and b and inclusive prefixes as published
@@ -669,8 +669,8 @@ class Launch:
                   self.maxnreg)
             return
         agg = torch.empty((2, self.B * grid[1]), dtype=self.acc, device=self.device)
-        D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 1, *self.tile), n)
-        D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 2, *self.tile), n)
+        D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 1, *self.tile), n, self.maxnreg)
+        D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 2, *self.tile), n, self.maxnreg)
 
     def launch_pointers(self, pointers: tuple) -> bool:
         """A repeated one-pass launch on the tensors' addresses (``pointers``, ints, in the
