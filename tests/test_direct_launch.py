@@ -181,9 +181,9 @@ def _drive_engine(monkeypatch, key):
     pytest.importorskip("triton._C.libtriton", reason="Triton's native specializer")
     compiled, proxies, real_run = [], {}, D.run
 
-    def run(kernel, grid, num_warps, values, n_tensors=None):
+    def run(kernel, grid, num_warps, values, n_tensors=None, maxnreg=0):
         proxy = proxies.setdefault(id(kernel), _Kernel(kernel, compiled))
-        return real_run(proxy, grid, num_warps, values, n_tensors)
+        return real_run(proxy, grid, num_warps, values, n_tensors, maxnreg)
 
     monkeypatch.setattr(D, "ENABLED", True)
     monkeypatch.setattr(D, "_CACHE", {})
