@@ -28,7 +28,7 @@ VARIANTS = (("fp32", "NT", "float"), ("bf16", "NT", "bool"), ("fp32", "TN", "flo
 WIDE = ("vtrace", "retrace")
 COLUMNS = ["algorithm", "num_envs", "seq_len", "dtype", "layout", "shipped", "BLOCK_B",
            "BLOCK_T", "num_warps", "seg_len", "single_pass", "flip", "device_us", "bytes",
-           "max_abs_diff"]
+           "max_abs_diff", "max_registers"]
 
 
 def _pow2(n: int) -> int:
@@ -253,7 +253,7 @@ def _sweep(pairs, writer, f):
             diff, us = f"error: {type(e).__name__}", ""
         writer.writerow([a, N, T, dtype, layout, int(cfg is None), tile.BLOCK_B, tile.BLOCK_T,
                          tile.num_warps, tile.seg_len, int(tile.single_pass), int(tile.flip), us,
-                         min_bytes(case), diff])
+                         min_bytes(case), diff, tile.max_registers])
         f.flush()
 
 
