@@ -284,25 +284,31 @@ def narrow_items() -> list:
 REGISTER_CAPS = (0, 64, 72, 80, 88, 96)
 
 
-def registers_items() -> list:
-    """``(algorithm, N, T, dtype, layout, flags, tile)`` of the ``registers`` probe: the fp32
-    look-back tiles of five rows and more under register caps (Triton's ``maxnreg``): fewer
-    registers, more resident programs to keep loads in flight."""
+def _capped(cases) -> list:
+    """Probe items of ``(algorithm, N, T, dtype, layout, flags, caps)`` cases: the shipped tile
+    (None), then the heuristic's tile under each cap (0: uncapped)."""
     from dataclasses import replace
 
     from paper_repro.bench.tile_probe import long_row_choices
     from paper_repro.kernels import _launch as L
 
     items = []
-    for a in ("eligibility_traces", "prefix_sum", "discounted_returns", "lambda_returns", "gae",
-              "vtrace"):
-        for n, t in ((64, 131072), (16, 524288)):
-            tile = replace(L.choose_config(n, t, False, 132, a == "vtrace", False, 4,
-                                           **long_row_choices(a)), max_registers=0)
-            items += [(a, n, t, "fp32", "NT", "float", None)]
-            items += [(a, n, t, "fp32", "NT", "float", replace(tile, max_registers=r))
-                      for r in REGISTER_CAPS]
+    for a, n, t, dt, lay, fl, caps in cases:
+        tile = L.choose_config(n, t, lay == "TN", 132, a in ("vtrace", "retrace"), a == "retrace",
+                               2 if dt == "bf16" else 4, **long_row_choices(a))
+        items += [(a, n, t, dt, lay, fl, None)]
+        items += [(a, n, t, dt, lay, fl, replace(tile, max_registers=r)) for r in caps]
     return items
+
+
+def registers_items() -> list:
+    """``(algorithm, N, T, dtype, layout, flags, tile)`` of the ``registers`` probe: the fp32
+    look-back tiles of five rows and more under register caps (Triton's ``maxnreg``): fewer
+    registers, more resident programs to keep loads in flight."""
+    return _capped([(a, n, t, "fp32", "NT", "float", REGISTER_CAPS)
+                    for a in ("eligibility_traces", "prefix_sum", "discounted_returns",
+                              "lambda_returns", "gae", "vtrace")
+                    for n, t in ((64, 131072), (16, 524288))])
 
 
 def registers_wide_items() -> list:
@@ -311,11 +317,6 @@ def registers_wide_items() -> list:
     caps: fp32 time-major 64x131072 (interleaved 32 x 128 tiles, 168-255 registers a thread)
     and 512x4096 (two passes over 32 x 32 one-warp tiles, 191-255), Retrace's one-warp
     look-back (147) in fp32 and bf16, V-trace's four-warp fp32 look-back (101)."""
-    from dataclasses import replace
-
-    from paper_repro.bench.tile_probe import long_row_choices
-    from paper_repro.kernels import _launch as L
-
     cases = [(a, n, t, "fp32", "TN", "float", (0, 128, 168, 192))
              for n, t in ((64, 131072), (512, 4096))
              for a in ("discounted_returns", "lambda_returns", "gae", "eligibility_traces",
@@ -323,13 +324,7 @@ def registers_wide_items() -> list:
     cases += [("retrace", 64, 131072, dt, "NT", fl, (0, 96, 112, 128))
               for dt, fl in (("fp32", "float"), ("bf16", "bool"))]
     cases += [("vtrace", 64, 131072, "fp32", "NT", "float", (0, 80, 96))]
-    items = []
-    for a, n, t, dt, lay, fl, caps in cases:
-        tile = L.choose_config(n, t, lay == "TN", 132, a in ("vtrace", "retrace"), a == "retrace",
-                               2 if dt == "bf16" else 4, **long_row_choices(a))
-        items += [(a, n, t, dt, lay, fl, None)]
-        items += [(a, n, t, dt, lay, fl, replace(tile, max_registers=r)) for r in caps]
-    return items
+    return _capped(cases)
 
 
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
