@@ -316,7 +316,8 @@ def registers_wide_items() -> list:
     tiles whose registers bound the programs an SM (``sass --caps``, ``sass_caps.csv``), under
     caps: fp32 time-major 64x131072 (interleaved 32 x 128 tiles, 168-255 registers a thread)
     and 512x4096 (two passes over 32 x 32 one-warp tiles, 191-255), Retrace's one-warp
-    look-back (147) in fp32 and bf16, V-trace's four-warp fp32 look-back (101)."""
+    look-back (147) in fp32 and bf16, V-trace's four-warp fp32 look-back (101), the 16-bit
+    one-warp look-back tiles (149-168)."""
     cases = [(a, n, t, "fp32", "TN", "float", (0, 128, 168, 192))
              for n, t in ((64, 131072), (512, 4096))
              for a in ("discounted_returns", "lambda_returns", "gae", "eligibility_traces",
@@ -324,6 +325,12 @@ def registers_wide_items() -> list:
     cases += [("retrace", 64, 131072, dt, "NT", fl, (0, 96, 112, 128))
               for dt, fl in (("fp32", "float"), ("bf16", "bool"))]
     cases += [("vtrace", 64, 131072, "fp32", "NT", "float", (0, 80, 96))]
+    # 16-bit one-warp look-back tiles (149-168 registers: 12 programs an SM), and the fp32 cap
+    # at 16x131072, where GAE took 1.10x the time in the suites
+    cases += [(a, 64, 131072, "bf16", "NT", "bool", (0, 128, 144))
+              for a in ("discounted_returns", "lambda_returns", "gae", "eligibility_traces",
+                        "prefix_sum", "vtrace")]
+    cases += [(a, 16, 131072, "fp32", "NT", "float", (0, 80)) for a in ("gae", "prefix_sum")]
     return _capped(cases)
 
 
