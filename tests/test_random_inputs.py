@@ -354,14 +354,21 @@ def test_heuristic_splits():
     assert L.choose_config(64, 512, False, 132, False).num_warps == 4
     assert L.choose_config(128, 1024, False, 132, True).num_warps == 8
     # 16-bit look-back in one-warp tiles: 1024 steps, V-trace's 512
+    # (capped at 128 registers from 2**23 elements)
     assert L.choose_config(64, 131072, False, 132, False, itemsize=2) == \
-        L.ScanConfig(1, 1024, 1, 1024, True, flip=8)
+        L.ScanConfig(1, 1024, 1, 1024, True, flip=8, max_registers=128)
     assert L.choose_config(16, 524288, False, 132, True, itemsize=2) == \
+        L.ScanConfig(1, 512, 1, 512, True, flip=8, max_registers=128)
+    assert L.choose_config(16, 131072, False, 132, True, itemsize=2) == \
         L.ScanConfig(1, 512, 1, 512, True, flip=8)
-    # fp32 look-back: 1024 steps in two warps, V-trace's in four; up to four rows 2048 in four
+    # fp32 look-back: 1024 steps in two warps, V-trace's in four (capped at 80 and 96 registers
+    # from 2**23 elements); up to four rows 2048 in four
     assert L.choose_config(64, 131072, False, 132, False) == \
         L.ScanConfig(1, 1024, 2, 1024, True, flip=4, max_registers=80)
-    assert L.choose_config(16, 524288, False, 132, True) == L.ScanConfig(1, 1024, 4, 1024, True, 4)
+    assert L.choose_config(16, 131072, False, 132, False) == \
+        L.ScanConfig(1, 1024, 2, 1024, True, flip=4)
+    assert L.choose_config(16, 524288, False, 132, True) == \
+        L.ScanConfig(1, 1024, 4, 1024, True, 4, max_registers=96)
     assert L.choose_config(4, 1048576, False, 132, False, two_pass_rows=3) == \
         L.ScanConfig(1, 2048, 4, 2048, True, flip=4)
     assert L.choose_config(1, 4194304, False, 132, True, two_pass_rows=0).single_pass  # V-trace
@@ -370,7 +377,7 @@ def test_heuristic_splits():
         L.ScanConfig(1, 1024, 4, 8192, flip=8)  # 16-bit: two passes up to four rows
     assert L.choose_config(64, 131072, False, 132, False, itemsize=2).single_pass  # GAE
     assert L.choose_config(16, 524288, False, 132, False, itemsize=2) == \
-        L.ScanConfig(1, 1024, 1, 1024, True, flip=8)  # 16-bit, no two-pass tile
+        L.ScanConfig(1, 1024, 1, 1024, True, flip=8, max_registers=128)  # no two-pass tile
     assert L.choose_config(16, 524288, False, 132, True, itemsize=2).num_warps == 1
     assert L.choose_config(1, 4194304, False, 132, True).seg_len == 8192
 

@@ -282,6 +282,8 @@ def narrow_items() -> list:
 
 
 REGISTER_CAPS = (0, 64, 72, 80, 88, 96)
+LONG_ESTIMATORS = ("discounted_returns", "lambda_returns", "gae", "eligibility_traces",
+                   "prefix_sum", "vtrace")
 
 
 def _capped(cases) -> list:
@@ -327,11 +329,18 @@ def registers_wide_items() -> list:
     cases += [("vtrace", 64, 131072, "fp32", "NT", "float", (0, 80, 96))]
     # 16-bit one-warp look-back tiles (149-168 registers: 12 programs an SM), and the fp32 cap
     # at 16x131072, where GAE took 1.10x the time in the suites
-    cases += [(a, 64, 131072, "bf16", "NT", "bool", (0, 128, 144))
-              for a in ("discounted_returns", "lambda_returns", "gae", "eligibility_traces",
-                        "prefix_sum", "vtrace")]
+    cases += [(a, 64, 131072, "bf16", "NT", "bool", (0, 128, 144)) for a in LONG_ESTIMATORS]
     cases += [(a, 16, 131072, "fp32", "NT", "float", (0, 80)) for a in ("gae", "prefix_sum")]
     return _capped(cases)
+
+
+def registers_check_items() -> list:
+    """``registers-check``: the shipped capped look-back tiles against the same tiles uncapped,
+    at both shapes of 2**23 elements, 16-bit and fp32 V-trace."""
+    return _capped([(a, n, t, dt, "NT", fl, (0,))
+                    for n, t in ((64, 131072), (16, 524288))
+                    for a, dt, fl in [(a, "bf16", "bool") for a in LONG_ESTIMATORS]
+                    + [("vtrace", "fp32", "float")]])
 
 
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
@@ -375,7 +384,7 @@ def main(argv=None):
         return sixteen()
     probes = {"words": words_items, "words16": words16_items, "segwords": segwords_items,
               "neighbour": neighbour_items, "narrow": narrow_items, "registers": registers_items,
-              "registers-wide": registers_wide_items}
+              "registers-wide": registers_wide_items, "registers-check": registers_check_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),

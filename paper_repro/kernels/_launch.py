@@ -360,20 +360,26 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
             # bf16 19.1 -> 9.7 against two passes).
             if retrace:
                 return ScanConfig(1, 256, 1, 256, True)
+            # Register caps where the tiles outnumber the programs an SM holds many times over
+            # (registers.csv, 64x131072 and 16x524288; at 16x131072 the caps lost 1.02-1.07x).
+            many = B * T >= 1 << 23
             if itemsize == 4:
                 if B <= 4:
                     return ScanConfig(1, 2048, 4, 2048, True)
                 if wide:
-                    return ScanConfig(1, 1024, 4, 1024, True)
+                    # V-trace at 96 (101 uncapped; 64x131072 69.4 -> 67.0 us)
+                    return ScanConfig(1, 1024, 4, 1024, True, max_registers=96 * many)
                 # Two-warp tiles capped at 80 registers a thread (103 for eligibility traces
-                # uncapped: 8 programs an SM, 12 capped; registers.csv, 64x131072: eligibility
-                # traces 37.6 -> 32.6 us, prefix sum 38.2 -> 33.3, GAE 44.1 -> 41.9, discounted
-                # returns 35.4 -> 34.6; 64 spills and loses).
-                return ScanConfig(1, 1024, 2, 1024, True, max_registers=80)
+                # uncapped: 8 programs an SM, 12 capped; 64x131072: eligibility traces 37.6 ->
+                # 32.6 us, prefix sum 38.2 -> 33.3, GAE 44.1 -> 41.9, discounted returns 35.4
+                # -> 34.6; 64 spills and loses).
+                return ScanConfig(1, 1024, 2, 1024, True, max_registers=80 * many)
+            # 16-bit one-warp tiles at 128 (149-168 uncapped; 64x131072 bf16: GAE 27.0 -> 24.9
+            # us, V-trace 45.8 -> 43.0, the others 0.98-1.01x)
             if itemsize == 2 and not wide:
-                return ScanConfig(1, 1024, 1, 1024, True)
+                return ScanConfig(1, 1024, 1, 1024, True, max_registers=128 * many)
             if wide and B >= 4:
-                return ScanConfig(1, 512, 1, 512, True)
+                return ScanConfig(1, 512, 1, 512, True, max_registers=128 * many)
             return ScanConfig(1, tile, 4, tile, True)
         # Reduce-then-scan over time segments of >= 4 tiles, ~8 programs an SM
         # (4x1048576: 74.6 -> 56.0 us with 4096-step segments instead of 8192).
