@@ -354,19 +354,22 @@ def test_heuristic_splits():
     assert L.choose_config(64, 512, False, 132, False).num_warps == 4
     assert L.choose_config(128, 1024, False, 132, True).num_warps == 8
     # 16-bit look-back in one-warp tiles: 1024 steps, V-trace's 512
-    # (capped at 128 registers from 2**23 elements)
+    # (capped at the estimator's cap16 from 2**22 elements)
     assert L.choose_config(64, 131072, False, 132, False, itemsize=2) == \
+        L.ScanConfig(1, 1024, 1, 1024, True, flip=8)
+    assert L.choose_config(64, 131072, False, 132, False, itemsize=2, cap16=128) == \
         L.ScanConfig(1, 1024, 1, 1024, True, flip=8, max_registers=128)
-    assert L.choose_config(16, 524288, False, 132, True, itemsize=2) == \
+    assert L.choose_config(16, 524288, False, 132, True, itemsize=2, cap16=128) == \
         L.ScanConfig(1, 512, 1, 512, True, flip=8, max_registers=128)
-    assert L.choose_config(16, 131072, False, 132, True, itemsize=2) == \
+    assert L.choose_config(16, 131072, False, 132, True, itemsize=2, cap16=128) == \
         L.ScanConfig(1, 512, 1, 512, True, flip=8)
     # fp32 look-back: 1024 steps in two warps, V-trace's in four (capped at 80 and 96 registers
-    # from 2**23 elements); up to four rows 2048 in four
+    # from 2**22 elements); up to four rows 2048 in four
     assert L.choose_config(64, 131072, False, 132, False) == \
         L.ScanConfig(1, 1024, 2, 1024, True, flip=4, max_registers=80)
     assert L.choose_config(16, 131072, False, 132, False) == \
         L.ScanConfig(1, 1024, 2, 1024, True, flip=4)
+    assert L.choose_config(16, 262144, False, 132, False).max_registers == 80
     assert L.choose_config(16, 524288, False, 132, True) == \
         L.ScanConfig(1, 1024, 4, 1024, True, 4, max_registers=96)
     assert L.choose_config(4, 1048576, False, 132, False, two_pass_rows=3) == \
@@ -377,31 +380,34 @@ def test_heuristic_splits():
         L.ScanConfig(1, 1024, 4, 8192, flip=8)  # 16-bit: two passes up to four rows
     assert L.choose_config(64, 131072, False, 132, False, itemsize=2).single_pass  # GAE
     assert L.choose_config(16, 524288, False, 132, False, itemsize=2) == \
-        L.ScanConfig(1, 1024, 1, 1024, True, flip=8, max_registers=128)  # no two-pass tile
+        L.ScanConfig(1, 1024, 1, 1024, True, flip=8)  # no two-pass tile
     assert L.choose_config(16, 524288, False, 132, True, itemsize=2).num_warps == 1
     assert L.choose_config(1, 4194304, False, 132, True).seg_len == 8192
 
 
 TWO_PASS_ROWS = {"vtrace": 0, "vtrace_clip_last_value": 0, "lambda_returns": 3, "gae": 3,
                  "gae_last_value": 3}
+CAP16 = dict.fromkeys(("vtrace", "vtrace_clip_last_value", "gae", "gae_last_value",
+                       "discounted_returns"), 128)
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_long_row_choices(est, kernels, monkeypatch):
     """Each estimator hands the heuristic up to how many fp32 long rows it takes two passes
-    (V-trace none, GAE and TD(lambda) three, the others four)."""
+    (V-trace none, GAE and TD(lambda) three, the others four) and its 16-bit look-back's
+    register cap (V-trace, GAE and the discounted returns 128, the others none)."""
     seen, config_for = [], L.config_for
 
     def spy(*args, **kwargs):
-        seen.append(kwargs.get("two_pass_rows", 4))
+        seen.append((kwargs.get("two_pass_rows", 4), kwargs.get("cap16", 0)))
         return config_for(*args, **kwargs)
 
     monkeypatch.setattr(L, "config_for", spy)
     monkeypatch.setattr(_plan, "_PLANS", {})  # no recorded launch plans
     with kernels_on(kernels):
         est.call(P, make_inputs(3, 8, device=device_of(kernels)))
-    assert seen and set(seen) == {TWO_PASS_ROWS.get(est.name, 4)}
+    assert seen and set(seen) == {(TWO_PASS_ROWS.get(est.name, 4), CAP16.get(est.name, 0))}
 
 
 def test_flip_rule():

@@ -39,6 +39,13 @@ tiles again (16-bit and up to four fp32 rows: two passes against look-back) and 
 ``narrow``: fp32 time-major tiles four or eight envs wide (one 16-byte load or one sector a
 step) and 32 to 1024 steps tall, in interleaved runs: one pass, two passes and look-backs at
 512x4096, 64x131072, 4096x128 and 32768x32.
+
+    python -m paper_repro.bench.long_probe registers|registers-wide|registers-check \
+        [warm I/K] >> data/h200/registers.csv
+
+Tiles under register caps (Triton's ``maxnreg``): ``registers`` the fp32 look-back,
+``registers-wide`` the other tiles whose registers bound the programs an SM, and
+``registers-check`` the capped shipped tiles against themselves uncapped.
 """
 from __future__ import annotations
 

@@ -318,7 +318,7 @@ FORWARD = ("eligibility_traces", "prefix_sum")
 
 def long_row_choices(algorithm: str) -> dict:
     """The estimator's long-row arguments to the heuristic: up to how many fp32 rows it takes
-    two passes."""
+    two passes, and its 16-bit look-back's register cap."""
     from paper_repro.kernels import eligibility_traces, gae, lambda_returns, vtrace
 
     modules = {"discounted_returns": lambda_returns, "lambda_returns": lambda_returns,
@@ -328,7 +328,8 @@ def long_row_choices(algorithm: str) -> dict:
     if m is None:  # Retrace
         return {}
     no_values = "_NO_VALUES" if algorithm == "discounted_returns" else ""
-    return {"two_pass_rows": getattr(m, "TWO_PASS_ROWS" + no_values, 4)}
+    return {"two_pass_rows": getattr(m, "TWO_PASS_ROWS" + no_values, 4),
+            "cap16": getattr(m, "CAP16" + no_values, 0)}
 
 
 if __name__ == "__main__":

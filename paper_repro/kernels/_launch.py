@@ -256,17 +256,18 @@ def num_sms(device: torch.device) -> int:
 @functools.lru_cache(maxsize=4096)
 def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
                   retrace: bool = False, itemsize: int = 4,
-                  two_pass_rows: int = 4) -> ScanConfig:
+                  two_pass_rows: int = 4, cap16: int = 0) -> ScanConfig:
     """Tile heuristic, from the H200 sweeps in data/h200 (tuning.csv, split_probe*.csv: GAE and
     prefix-sum fp32; tile_probe.csv: every estimator, fp32 and bf16, both layouts). ``wide``:
     many live inputs (V-trace, Retrace), so half the tile; ``retrace``: one-warp tiles up to 256
     steps (its layout changes each cost a block barrier), longer ones with half the others'
     elements a warp; ``itemsize``: bytes of a value input, which sets the run length of
     batch-major backward tiles; ``two_pass_rows``: up to how many fp32 long rows the
-    estimator takes two passes rather than the look-back."""
+    estimator takes two passes rather than the look-back; ``cap16``: the register cap of its
+    16-bit long-row look-back tile (0: none)."""
     if time_major:
         return _time_major_config(B, T, sms, wide, retrace, itemsize)
-    config = _batch_major_config(B, T, sms, wide, retrace, itemsize, two_pass_rows)
+    config = _batch_major_config(B, T, sms, wide, retrace, itemsize, two_pass_rows, cap16)
     return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
 
 
@@ -283,7 +284,7 @@ def run_length(BLOCK_T: int, itemsize: int, retrace: bool) -> int:
 
 
 def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, itemsize: int,
-                        two_pass_rows: int = 4) -> ScanConfig:
+                        two_pass_rows: int = 4, cap16: int = 0) -> ScanConfig:
     if retrace and 16 < T <= 256:
         # One warp (4096x128: 12.8 -> 11.4 us); two rows of 32 steps (32768x32: 63 -> 24 us;
         # roofline.csv).
@@ -360,9 +361,11 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
             # bf16 19.1 -> 9.7 against two passes).
             if retrace:
                 return ScanConfig(1, 256, 1, 256, True)
-            # Register caps where the tiles outnumber the programs an SM holds many times over
-            # (registers.csv, 64x131072 and 16x524288; at 16x131072 the caps lost 1.02-1.07x).
-            many = B * T >= 1 << 23
+            # Register caps from 2**22 elements, where the tiles outnumber the programs an SM
+            # holds many times over (registers.csv, 64x131072 and 16x524288; long.csv, fp32
+            # 16x262144 uncapped: prefix sum 18.9 -> 21.4 us, GAE 24.3 -> 25.4; 16x131072
+            # uncapped: GAE 13.7 -> 12.7, TD(lambda) 12.7 -> 12.3).
+            many = B * T >= 1 << 22
             if itemsize == 4:
                 if B <= 4:
                     return ScanConfig(1, 2048, 4, 2048, True)
@@ -374,12 +377,11 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
                 # 32.6 us, prefix sum 38.2 -> 33.3, GAE 44.1 -> 41.9, discounted returns 35.4
                 # -> 34.6; 64 spills and loses).
                 return ScanConfig(1, 1024, 2, 1024, True, max_registers=80 * many)
-            # 16-bit one-warp tiles at 128 (149-168 uncapped; 64x131072 bf16: GAE 27.0 -> 24.9
-            # us, V-trace 45.8 -> 43.0, the others 0.98-1.01x)
+            # 16-bit one-warp tiles at the estimator's ``cap16`` (149-168 registers uncapped)
             if itemsize == 2 and not wide:
-                return ScanConfig(1, 1024, 1, 1024, True, max_registers=128 * many)
+                return ScanConfig(1, 1024, 1, 1024, True, max_registers=cap16 * many)
             if wide and B >= 4:
-                return ScanConfig(1, 512, 1, 512, True, max_registers=128 * many)
+                return ScanConfig(1, 512, 1, 512, True, max_registers=cap16 * many)
             return ScanConfig(1, tile, 4, tile, True)
         # Reduce-then-scan over time segments of >= 4 tiles, ~8 programs an SM
         # (4x1048576: 74.6 -> 56.0 us with 4096-step segments instead of 8192).
@@ -489,12 +491,12 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
 
 def config_for(B: int, T: int, stride, device, wide: bool = False,
                retrace: bool = False, itemsize: int = 4,
-               two_pass_rows: int = 4) -> ScanConfig:
+               two_pass_rows: int = 4, cap16: int = 0) -> ScanConfig:
     forced = _FORCED_CONFIG[0]
     if forced is not None:
         return forced
     return choose_config(B, T, is_time_major(stride), num_sms(device), wide, retrace, itemsize,
-                         two_pass_rows)
+                         two_pass_rows, cap16)
 
 
 @dataclass

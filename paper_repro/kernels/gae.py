@@ -33,6 +33,9 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # Up to how many fp32 long rows two passes beat the look-back (words_probe.csv: at 4x1048576
 # the look-back wins, 35.6 -> 30.8 us; at 1x4194304 two passes, 36.9 against 43.2).
 TWO_PASS_ROWS = 3
+# The 16-bit long-row look-back's register cap (registers.csv, 64x131072 and 16x524288 bf16:
+# 27.4 -> 24.5 us and 28.2 -> 25.7 against 168 registers uncapped).
+CAP16 = 128
 
 
 @triton.jit
@@ -203,7 +206,7 @@ def _gae(rewards: torch.Tensor, values: torch.Tensor, terminateds: torch.Tensor,
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
     o = out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size(),
-                          two_pass_rows=TWO_PASS_ROWS)
+                          two_pass_rows=TWO_PASS_ROWS, cap16=CAP16)
     t = rows.tensors
     job = Launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),

@@ -35,6 +35,9 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # looks back at 4x1048576, 34.8 -> 29.3 us; discounted returns keep two passes, 22.3 us).
 TWO_PASS_ROWS = 3
 TWO_PASS_ROWS_NO_VALUES = 4
+# The 16-bit long-row look-back's register cap (registers.csv, 64x131072 and 16x524288 bf16:
+# discounted returns 20.9 -> 20.1 us against 168 registers uncapped; TD(lambda) lost, 1.03x).
+CAP16_NO_VALUES = 128
 
 
 @triton.jit
@@ -144,9 +147,10 @@ def _returns(rewards: torch.Tensor, next_values: Optional[torch.Tensor],
         coef = _coefficients(rows.tensors, dict(gamma=gamma, lambda_=lambda_))
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
     o = out.rows
+    no_values = next_values is None
     config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size(),
-                          two_pass_rows=TWO_PASS_ROWS_NO_VALUES if next_values is None
-                          else TWO_PASS_ROWS)
+                          two_pass_rows=TWO_PASS_ROWS_NO_VALUES if no_values else TWO_PASS_ROWS,
+                          cap16=CAP16_NO_VALUES if no_values else 0)
     t = rows.tensors
     job = Launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
