@@ -356,12 +356,13 @@ def test_tile_probe_candidates_are_launchable():
         assert all(tiles[0] is None for tiles in words.values())
         assert all(c.single_pass for tiles in words.values() for c in tiles[1:])
         sixteen += [(None, None, None, tiles[1:]) for tiles in words.values()]
-    wide = {}
-    for a, n, t, dt, lay, fl, c in LP.registers_wide_items():
-        wide.setdefault((a, n, t, dt, lay, fl), []).append(c)
-    assert all(tiles[0] is None and all(c.max_registers for c in tiles[2:])
-               for tiles in wide.values())
-    sixteen += [(None, None, None, tiles[1:]) for tiles in wide.values()]
+    for probe in (LP.registers_wide_items, LP.registers_check_items, LP.registers_more_items):
+        wide = {}
+        for a, n, t, dt, lay, fl, c in probe():
+            wide.setdefault((a, n, t, dt, lay, fl), []).append(c)
+        assert all(tiles[0] is None and not tiles[1].max_registers
+                   and all(c.max_registers for c in tiles[2:]) for tiles in wide.values())
+        sixteen += [(None, None, None, tiles[1:]) for tiles in wide.values()]
     narrow = {}
     for a, n, t, dt, lay, fl, c in LP.narrow_items():
         narrow.setdefault((a, n, t, dt, lay, fl), []).append(c)

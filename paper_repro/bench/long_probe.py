@@ -40,12 +40,12 @@ tiles again (16-bit and up to four fp32 rows: two passes against look-back) and 
 step) and 32 to 1024 steps tall, in interleaved runs: one pass, two passes and look-backs at
 512x4096, 64x131072, 4096x128 and 32768x32.
 
-    python -m paper_repro.bench.long_probe registers|registers-wide|registers-check \
+    python -m paper_repro.bench.long_probe registers|registers-wide|registers-check|registers-more \
         [warm I/K] >> data/h200/registers.csv
 
 Tiles under register caps (Triton's ``maxnreg``): ``registers`` the fp32 look-back,
 ``registers-wide`` the other tiles whose registers bound the programs an SM, and
-``registers-check`` the capped shipped tiles against themselves uncapped.
+``registers-check`` and ``registers-more`` the shipped tiles against themselves uncapped.
 """
 from __future__ import annotations
 
@@ -304,7 +304,7 @@ def _capped(cases) -> list:
     items = []
     for a, n, t, dt, lay, fl, caps in cases:
         tile = L.choose_config(n, t, lay == "TN", 132, a in ("vtrace", "retrace"), a == "retrace",
-                               2 if dt == "bf16" else 4, **long_row_choices(a))
+                               2 if dt in ("bf16", "fp16") else 4, **long_row_choices(a))
         items += [(a, n, t, dt, lay, fl, None)]
         items += [(a, n, t, dt, lay, fl, replace(tile, max_registers=r)) for r in caps]
     return items
@@ -350,6 +350,20 @@ def registers_check_items() -> list:
                     + [("vtrace", "fp32", "float")]])
 
 
+def registers_more_items() -> list:
+    """``registers-more``: the shipped tiles against the same tiles uncapped and under the
+    heuristic's caps, at the long-row shapes around the 2**22-element threshold (16x131072,
+    16x262144, 32x131072) and fp16 at 64x131072."""
+    caps = {"fp32": (0, 80), "fp32-wide": (0, 96), "bf16": (0, 128), "fp16": (0, 128)}
+    cases = [(a, n, t, "fp32", "NT", "float", caps["fp32-wide" if a == "vtrace" else "fp32"])
+             for n, t in ((16, 131072), (16, 262144), (32, 131072)) for a in LONG_ESTIMATORS]
+    cases += [(a, n, t, dt, "NT", fl, caps[dt])
+              for n, t, dt, fl in ((16, 262144, "bf16", "bool"), (32, 131072, "bf16", "bool"),
+                                   (64, 131072, "fp16", "float"))
+              for a in ("discounted_returns", "gae", "vtrace")]
+    return _capped(cases)
+
+
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
     from paper_repro.bench.forced import forced_time, prepared
 
@@ -391,7 +405,8 @@ def main(argv=None):
         return sixteen()
     probes = {"words": words_items, "words16": words16_items, "segwords": segwords_items,
               "neighbour": neighbour_items, "narrow": narrow_items, "registers": registers_items,
-              "registers-wide": registers_wide_items, "registers-check": registers_check_items}
+              "registers-wide": registers_wide_items, "registers-check": registers_check_items,
+              "registers-more": registers_more_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),
