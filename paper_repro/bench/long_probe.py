@@ -46,6 +46,10 @@ step) and 32 to 1024 steps tall, in interleaved runs: one pass, two passes and l
 Tiles under register caps (Triton's ``maxnreg``): ``registers`` the fp32 look-back,
 ``registers-wide`` the other tiles whose registers bound the programs an SM, and
 ``registers-check`` and ``registers-more`` the shipped tiles against themselves uncapped.
+
+    python -m paper_repro.bench.long_probe split-rows [warm I/K] >> data/h200/split_rows.csv
+
+``split-rows``: a few hundred rows of 2048-8192 steps, walked against split across programs.
 """
 from __future__ import annotations
 
@@ -364,6 +368,28 @@ def registers_more_items() -> list:
     return _capped(cases)
 
 
+def split_rows_items() -> list:
+    """``split-rows``: rows a program walks (a few hundred rows of 2048-8192 steps) against
+    time split across programs: one tile a program by look-back, or two passes over
+    segments of two tiles; fp32 and bf16."""
+    from paper_repro.kernels import _launch as L
+
+    def tile(bt, warps, seg, single, itemsize):
+        return L.ScanConfig(1, bt, warps, seg, single, L.run_length(bt, itemsize, False))
+
+    items = []
+    for n, t in ((512, 2048), (512, 4096), (256, 8192)):
+        for dt, fl, size in (("fp32", "float", 4), ("bf16", "bool", 2)):
+            tiles = [tile(1024, 2, 1024, True, size), tile(1024, 4, 1024, True, size),
+                     tile(512, 2, 512, True, size), tile(1024, 4, 2048, False, size),
+                     tile(512, 2, 1024, False, size)]
+            if t >= 4096:
+                tiles.append(tile(2048, 4, 2048, True, size))
+            items += [(a, n, t, dt, "NT", fl, c) for a in LONG_ESTIMATORS
+                      for c in [None] + tiles]
+    return items
+
+
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
     from paper_repro.bench.forced import forced_time, prepared
 
@@ -406,7 +432,7 @@ def main(argv=None):
     probes = {"words": words_items, "words16": words16_items, "segwords": segwords_items,
               "neighbour": neighbour_items, "narrow": narrow_items, "registers": registers_items,
               "registers-wide": registers_wide_items, "registers-check": registers_check_items,
-              "registers-more": registers_more_items}
+              "registers-more": registers_more_items, "split-rows": split_rows_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),
