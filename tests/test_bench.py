@@ -364,7 +364,7 @@ def test_tile_probe_candidates_are_launchable():
                    and all(c.max_registers for c in tiles[2:]) for tiles in wide.values())
         sixteen += [(None, None, None, tiles[1:]) for tiles in wide.values()]
     split = {}
-    for a, n, t, dt, lay, fl, c in LP.split_rows_items():
+    for a, n, t, dt, lay, fl, c in LP.split_rows_items() + LP.split_wide_items():
         split.setdefault((a, n, t, dt, lay, fl), []).append(c)
     assert all(tiles[0] is None and len(tiles) >= 6 for tiles in split.values())
     sixteen += [(None, None, None, tiles[1:]) for tiles in split.values()]

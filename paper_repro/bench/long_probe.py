@@ -47,9 +47,11 @@ Tiles under register caps (Triton's ``maxnreg``): ``registers`` the fp32 look-ba
 ``registers-wide`` the other tiles whose registers bound the programs an SM, and
 ``registers-check`` and ``registers-more`` the shipped tiles against themselves uncapped.
 
-    python -m paper_repro.bench.long_probe split-rows [warm I/K] >> data/h200/split_rows.csv
+    python -m paper_repro.bench.long_probe split-rows|split-wide [warm I/K] >> data/h200/split_rows.csv
 
-``split-rows``: a few hundred rows of 2048-8192 steps, walked against split across programs.
+``split-rows``: a few hundred rows of 2048-8192 steps, walked against split across programs;
+``split-wide`` (same file): V-trace and GAE rows of 8192-65536 steps, whose half-size tiles
+take V-trace to two passes, against look-back and rows walked whole.
 """
 from __future__ import annotations
 
@@ -390,6 +392,25 @@ def split_rows_items() -> list:
     return items
 
 
+def split_wide_items() -> list:
+    """``split-wide``: V-trace (GAE beside it) where its half-size tiles make rows of 8192 to
+    65536 steps take two passes: against look-back and rows walked whole."""
+    from paper_repro.kernels import _launch as L
+
+    items = []
+    for n, t in ((256, 8192), (128, 16384), (64, 32768), (32, 65536), (16, 65536)):
+        for dt, fl, size in (("fp32", "float", 4), ("bf16", "bool", 2)):
+            run = L.run_length(1024, size, False)
+            tiles = [L.ScanConfig(1, 1024, 2, 1024, True, run),
+                     L.ScanConfig(1, 1024, 4, 1024, True, run),
+                     L.ScanConfig(1, 512, 1, 512, True, run),
+                     L.ScanConfig(1, 512, 2, t, False, run),
+                     L.ScanConfig(1, 1024, 4, t, False, run)]
+            items += [(a, n, t, dt, "NT", fl, c) for a in ("vtrace", "gae")
+                      for c in [None] + tiles]
+    return items
+
+
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
     from paper_repro.bench.forced import forced_time, prepared
 
@@ -432,7 +453,8 @@ def main(argv=None):
     probes = {"words": words_items, "words16": words16_items, "segwords": segwords_items,
               "neighbour": neighbour_items, "narrow": narrow_items, "registers": registers_items,
               "registers-wide": registers_wide_items, "registers-check": registers_check_items,
-              "registers-more": registers_more_items, "split-rows": split_rows_items}
+              "registers-more": registers_more_items, "split-rows": split_rows_items,
+              "split-wide": split_wide_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),
