@@ -47,7 +47,8 @@ Tiles under register caps (Triton's ``maxnreg``): ``registers`` the fp32 look-ba
 ``registers-wide`` the other tiles whose registers bound the programs an SM, and
 ``registers-check`` and ``registers-more`` the shipped tiles against themselves uncapped.
 
-    python -m paper_repro.bench.long_probe split-rows|split-wide [warm I/K] >> data/h200/split_rows.csv
+    python -m paper_repro.bench.long_probe split-rows|split-wide [warm I/K] \
+        >> data/h200/split_rows.csv
 
 ``split-rows``: a few hundred rows of 2048-8192 steps, walked against split across programs;
 ``split-wide`` (same file): V-trace and GAE rows of 8192-65536 steps, whose half-size tiles
