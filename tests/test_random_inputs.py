@@ -297,8 +297,8 @@ def test_heuristic_splits():
     """Which launch the H200 heuristic picks: look-back for very long rows from five rows up
     (Retrace's from one) and for time-major inputs with few row blocks beyond 16384 steps
     under 32 envs, under 16, V-trace's or Retrace's (fp32 from 32 envs: segments of up to 8
-    tiles by look-back, longer ones in two passes), reduce-then-scan for shorter few-row
-    inputs and for up to four very long rows (fp32: up to the estimator's ``two_pass_rows``),
+    tiles by look-back, longer ones in two passes), reduce-then-scan for shorter rows up to
+    four (and fp64) and for up to four very long rows (fp32: up to the estimator's ``two_pass_rows``),
     one pass elsewhere; a look-back walks one tile a program but for those time-major
     segments: fp32 1024 steps in two warps (V-trace four), up to four rows 2048 steps in four;
     Retrace 256 steps in one warp; 16-bit V-trace from four rows 512 steps in one; 16-bit rows
@@ -311,7 +311,16 @@ def test_heuristic_splits():
         return "look-back" if c.single_pass else "two-pass" if c.seg_len < T else "one pass"
 
     assert kind(64, 131072) == kind(16, 524288, wide=True) == "look-back"
-    assert kind(1, 4194304) == kind(4, 1048576, wide=True) == kind(64, 32768) == "two-pass"
+    assert kind(1, 4194304) == kind(4, 1048576, wide=True) == kind(4, 65536) == "two-pass"
+    # more than four rows of 16384-65536 steps look back in one-warp 512-step tiles (fp64 and
+    # Retrace aside); V-trace walks rows of up to 8192 steps in 1024-step tiles
+    assert L.choose_config(64, 32768, False, 132, False) == L.ScanConfig(1, 512, 1, 512, True, 4)
+    assert L.choose_config(16, 65536, False, 132, True, itemsize=2) == \
+        L.ScanConfig(1, 512, 1, 512, True, 8)
+    assert kind(64, 32768, retrace=True) == "look-back"
+    assert L.choose_config(64, 32768, False, 132, False, itemsize=8).seg_len == 4096
+    assert L.choose_config(256, 8192, False, 132, True) == L.ScanConfig(1, 1024, 4, 8192, flip=4)
+    assert L.choose_config(128, 16384, False, 132, True).single_pass
     assert kind(4, 1048576, retrace=True) == "look-back"
     assert kind(512, 4096) == kind(4096, 128) == kind(8192, 4096) == "one pass"
     assert kind(512, 4096, tm=True, retrace=True) == kind(4, 1048576, tm=True) == "look-back"
@@ -442,7 +451,7 @@ def test_flip_rule():
 def test_prefetch_rule():
     """Prefetch where a program walks several tiles with few warps, not for one tile per
     program nor at 16 warps (where the H200 probe measured it slower)."""
-    assert L.prefetch(L.choose_config(64, 32768, False, 132, False))  # few long rows, split
+    assert L.prefetch(L.choose_config(4, 65536, False, 132, False))  # up to four rows, split
     assert not L.prefetch(L.choose_config(64, 131072, False, 132, False))  # a tile a program
     assert L.prefetch(L.choose_config(512, 4096, False, 132, False))  # one pass, 4 tiles
     assert not L.prefetch(L.choose_config(4096, 128, False, 132, False))  # one tile

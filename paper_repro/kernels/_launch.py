@@ -383,6 +383,17 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
             if wide and B >= 4:
                 return ScanConfig(1, 512, 1, 512, True, max_registers=cap16 * many)
             return ScanConfig(1, tile, 4, tile, True)
+        measured = itemsize <= 4 and not retrace  # fp64 keeps the two passes
+        if wide and T <= 8192 and measured:
+            # V-trace's half-size tiles make 8192 steps 16 chunks: walk the row in 1024-step
+            # tiles as the others do (split_rows.csv, 256x8192: 27.1 -> 18.3 us, bf16 15.1 ->
+            # 9.3 against two passes; the look-back 20.1 and 12.8).
+            return ScanConfig(1, 1024, 4, T)
+        if B > 4 and measured:
+            # More than four rows of 16384-65536 steps look back too, in one-warp 512-step tiles
+            # (split_rows.csv, 16x65536 to 128x16384 against two passes: GAE 0.76-0.85x the
+            # time, V-trace 0.72-0.84x, bf16 0.81-0.85x).
+            return ScanConfig(1, 512, 1, 512, True)
         # Reduce-then-scan over time segments of >= 4 tiles, ~8 programs an SM
         # (4x1048576: 74.6 -> 56.0 us with 4096-step segments instead of 8192).
         want = triton_cdiv(8 * sms, row_blocks)
