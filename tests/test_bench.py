@@ -363,11 +363,12 @@ def test_tile_probe_candidates_are_launchable():
         assert all(tiles[0] is None and not tiles[1].max_registers
                    and all(c.max_registers for c in tiles[2:]) for tiles in wide.values())
         sixteen += [(None, None, None, tiles[1:]) for tiles in wide.values()]
-    for probe in (LP.split_rows_items, LP.split_wide_items):
+    for probe, least in ((LP.split_rows_items, 6), (LP.split_wide_items, 6),
+                         (LP.split_more_items, 3)):
         split = {}
         for a, n, t, dt, lay, fl, c in probe():
             split.setdefault((a, n, t, dt, lay, fl), []).append(c)
-        assert all(tiles[0] is None and len(tiles) >= 6 for tiles in split.values())
+        assert all(tiles[0] is None and len(tiles) >= least for tiles in split.values())
         sixteen += [(None, None, None, tiles[1:]) for tiles in split.values()]
     narrow = {}
     for a, n, t, dt, lay, fl, c in LP.narrow_items():

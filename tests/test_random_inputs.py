@@ -294,12 +294,12 @@ def test_prefetch_switch(est, prefetch, config, kernels):
 
 
 def test_heuristic_splits():
-    """Which launch the H200 heuristic picks: look-back for very long rows from five rows up
-    (Retrace's from one) and for time-major inputs with few row blocks beyond 16384 steps
-    under 32 envs, under 16, V-trace's or Retrace's (fp32 from 32 envs: segments of up to 8
-    tiles by look-back, longer ones in two passes), reduce-then-scan for shorter rows up to
-    four (and fp64) and for up to four very long rows (fp32: up to the estimator's ``two_pass_rows``),
-    one pass elsewhere; a look-back walks one tile a program but for those time-major
+    """Which launch the H200 heuristic picks: look-back for few rows of 16384 steps and more
+    from five rows up (Retrace's from one; fp64 from 131072 steps) and for time-major inputs
+    with few row blocks beyond 16384 steps under 32 envs, under 16, V-trace's or Retrace's
+    (fp32 from 32 envs: segments of up to 8 tiles by look-back, longer ones in two passes),
+    reduce-then-scan for shorter rows up to four (and fp64) and for up to four very long rows
+    (fp32: up to the estimator's ``two_pass_rows``), one pass elsewhere; a look-back walks one tile a program but for those time-major
     segments: fp32 1024 steps in two warps (V-trace four), up to four rows 2048 steps in four;
     Retrace 256 steps in one warp; 16-bit V-trace from four rows 512 steps in one; 16-bit rows
     from five rows up in two passes over segments of 8 of the estimator's tiles, where it

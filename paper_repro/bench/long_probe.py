@@ -47,12 +47,13 @@ Tiles under register caps (Triton's ``maxnreg``): ``registers`` the fp32 look-ba
 ``registers-wide`` the other tiles whose registers bound the programs an SM, and
 ``registers-check`` and ``registers-more`` the shipped tiles against themselves uncapped.
 
-    python -m paper_repro.bench.long_probe split-rows|split-wide [warm I/K] \
+    python -m paper_repro.bench.long_probe split-rows|split-wide|split-more [warm I/K] \
         >> data/h200/split_rows.csv
 
 ``split-rows``: a few hundred rows of 2048-8192 steps, walked against split across programs;
 ``split-wide`` (same file): V-trace and GAE rows of 8192-65536 steps, whose half-size tiles
-take V-trace to two passes, against look-back and rows walked whole.
+take V-trace to two passes, against look-back and rows walked whole; ``split-more`` where
+those rules stop (up to four rows, fp64, V-trace's shorter rows).
 """
 from __future__ import annotations
 
@@ -412,6 +413,29 @@ def split_wide_items() -> list:
     return items
 
 
+def split_more_items() -> list:
+    """``split-more``: where the split-rows rules stop: up to four rows of 16384-65536 steps
+    (two passes) and fp64 at 16x65536 against one-warp 512-step look-backs, and V-trace's
+    rows of 2048-4096 steps walked in its 512-step tiles against 1024-step ones."""
+    from paper_repro.kernels import _launch as L
+
+    items = []
+    for n, t, dt, fl, size in ((4, 65536, "fp32", "float", 4), (1, 65536, "fp32", "float", 4),
+                               (4, 32768, "fp32", "float", 4), (4, 65536, "bf16", "bool", 2),
+                               (16, 65536, "fp64", "float", 8)):
+        run = L.run_length(512, size, False)
+        tiles = [L.ScanConfig(1, 512, 1, 512, True, run), L.ScanConfig(1, 1024, 2, 1024, True, run)]
+        items += [(a, n, t, dt, "NT", fl, c) for a in ("discounted_returns", "gae", "vtrace")
+                  for c in [None] + tiles]
+    for n, t in ((512, 2048), (512, 4096), (256, 4096)):
+        for dt, fl, size in (("fp32", "float", 4), ("bf16", "bool", 2)):
+            run = L.run_length(1024, size, False)
+            items += [("vtrace", n, t, dt, "NT", fl, c)
+                      for c in (None, L.ScanConfig(1, 1024, 4, t, False, run),
+                                L.ScanConfig(1, 1024, 8, t, False, run))]
+    return items
+
+
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
     from paper_repro.bench.forced import forced_time, prepared
 
@@ -455,7 +479,7 @@ def main(argv=None):
               "neighbour": neighbour_items, "narrow": narrow_items, "registers": registers_items,
               "registers-wide": registers_wide_items, "registers-check": registers_check_items,
               "registers-more": registers_more_items, "split-rows": split_rows_items,
-              "split-wide": split_wide_items}
+              "split-wide": split_wide_items, "split-more": split_more_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),
