@@ -299,11 +299,11 @@ def test_heuristic_splits():
     with few row blocks beyond 16384 steps under 32 envs, under 16, V-trace's or Retrace's
     (fp32 from 32 envs: segments of up to 8 tiles by look-back, longer ones in two passes),
     reduce-then-scan for shorter rows up to four (and fp64) and for up to four very long rows
-    (fp32: up to the estimator's ``two_pass_rows``), one pass elsewhere; a look-back walks one
-    tile a program but for those time-major segments: fp32 1024 steps in two warps (V-trace four), up to four rows 2048 steps in four;
-    Retrace 256 steps in one warp; 16-bit V-trace from four rows 512 steps in one; 16-bit rows
-    from five rows up in two passes over segments of 8 of the estimator's tiles, where it
-    names a tile. Retrace's tiles that walk rows hold half the others' elements a warp."""
+    (fp32: up to the estimator's ``two_pass_rows``), one pass elsewhere. A look-back walks one
+    tile a program but for those time-major segments: fp32 1024 steps in two warps (V-trace
+    four), up to four rows 2048 steps in four, below 131072 steps 512 in one; Retrace 256
+    steps in one warp; 16-bit rows 1024 steps in one warp (V-trace 512). Retrace's tiles that
+    walk rows hold half the others' elements a warp."""
     def kind(N, T, tm=False, wide=False, retrace=False):
         c = L.choose_config(N, T, tm, 132, wide or retrace, retrace)
         if c.single_pass and c.seg_len > c.BLOCK_T:
