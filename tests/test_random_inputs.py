@@ -110,6 +110,25 @@ def test_time_split_across_programs(est, config, kernels):
         check(est, d, TOL[torch.float32])
 
 
+SPLIT_RULES = {"gae": (5, 16400, True), "vtrace": (5, 7700, False),
+               "discounted_returns": (6, 16384, True)}
+
+
+@pytest.mark.parametrize("est", [e for e in ESTIMATORS if e.name in SPLIT_RULES],
+                         ids=lambda e: e.name)
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_heuristic_split_rules_end_to_end(est, kernels):
+    """The heuristic's own tiles where few rows of 16384 steps look back in 512-step tiles and
+    V-trace walks rows of up to 8192 steps (T not a multiple of its tile), against the
+    reference (the interpreter's 4 SMs make 5-6 rows few)."""
+    N, T, look_back = SPLIT_RULES[est.name]
+    d = make_inputs(N, T, device=device_of(kernels))
+    c = L.choose_config(N, T, False, L.num_sms(d["r"].device), est.kernel == "vtrace")
+    assert c.single_pass == look_back and (look_back or c.seg_len >= T)
+    with kernels_on(kernels):
+        check(est, d, TOL[torch.float32])
+
+
 FLIPS = {1: "latest-first", 4: "runs4", -4: "interleaved4"}
 
 
@@ -244,7 +263,7 @@ def _h200_tiles():
     from paper_repro.tuning import SHAPES
 
     found = {}
-    for (N, T) in SHAPES + [(4096, 16), (32768, 64), (4096, 32)]:
+    for (N, T) in SHAPES + [(4096, 16), (32768, 64), (4096, 32), (64, 32768), (256, 8192)]:
         for tm in (False, True):
             for wide, retrace, kernels in ((False, False, NARROW), (True, False, {"vtrace"}),
                                            (True, True, {"retrace"})):

@@ -388,7 +388,7 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
             # V-trace's half-size tiles make 8192 steps 16 chunks: walk the row in 1024-step
             # tiles as the others do (split_rows.csv, 256x8192: 27.1 -> 18.3 us, bf16 15.1 ->
             # 9.3 against two passes; the look-back 20.1 and 12.8).
-            return ScanConfig(1, 1024, 4, T)
+            return ScanConfig(1, 1024, 4, triton_cdiv(T, 1024) * 1024)
         if B > 4 and measured:
             # More than four rows of 16384-65536 steps look back too, in one-warp 512-step tiles
             # (split_rows.csv, 16x65536 to 128x16384 against two passes: GAE 0.76-0.85x the
