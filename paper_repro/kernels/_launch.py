@@ -333,67 +333,9 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
     chunks = triton_cdiv(T, BLOCK_T)
     seg_chunks = chunks
     if row_blocks < 2 * sms and chunks >= 16 and not many_long_rows:
-        if T >= 131072 and B <= 4 and not retrace and (itemsize != 4 or two_pass_rows >= B):
-            # Up to four rows: two passes over 8192-step segments of 1024-step tiles, whose
-            # reads the look-back's per-tile latency does not hide (long_probe.csv; 1x4194304
-            # discounted returns 0.72x the look-back's time, prefix sum 0.75x, bf16 V-trace
-            # 0.57x). In fp32 the estimators with more inputs look back from fewer rows
-            # (``two_pass_rows``; words_probe.csv, 4x1048576 in 2048-step tiles: TD(lambda)
-            # 34.8 -> 29.3 us, GAE 35.6 -> 30.8, V-trace 62.5 -> 48.8, and V-trace 1x4194304
-            # 62.6 -> 57.9; the returns without values and the prefix sum lose 1.08-1.15x).
-            return ScanConfig(1, 1024, 4, 8192)
-        if T >= 131072 or retrace:
-            # Single-pass look-back, one row-tile a program: the inputs are read once
-            # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7). Tiles from
-            # words_probe.csv (64x131072 and 16x524288): fp32 in 1024 steps, two warps (four
-            # for V-trace): discounted returns 48.2 -> 34.9 us, TD(lambda) 51.0 -> 40.6,
-            # V-trace 82.9 -> 69.9 against 2048 steps in 8 warps, GAE 47.8 -> 45.6 in 4; up to
-            # four rows 2048 steps in 4 warps. Retrace in one-warp 256-step tiles, any dtype
-            # (64x131072 fp32 208.9 -> 192.3 us, 1x4194304 133.8 -> 104.3, bf16 175.8 ->
-            # 169.0 against 1024 steps in 4 warps); 16-bit V-trace in one-warp 512-step tiles
-            # from four rows (64x131072 bf16 70.6 us, in 2048-step tiles 82-86), the other
-            # 16-bit rows in one-warp 1024-step tiles (words16.csv, bf16 and fp16: discounted
-            # returns 24.8 -> 20.9 us against two passes, TD(lambda) 28.4 -> 24.1 and GAE
-            # 34.1 -> 29.2 against 2048 steps in 4 warps; the prefix sum and eligibility
-            # traces since their flag at t-1 comes from registers, neighbour_probe.csv: bf16
-            # 64x131072 20.5 -> 19.2 us and 20.8 -> 18.8, fp16 24.9 -> 21.2 against two passes).
-            # Retrace looks back from 8192 steps too (retrace rows, 64x8192: 23.1 -> 14.7 us,
-            # bf16 19.1 -> 9.7 against two passes).
-            if retrace:
-                return ScanConfig(1, 256, 1, 256, True)
-            # Register caps from 2**22 elements, where the tiles outnumber the programs an SM
-            # holds many times over (registers.csv, 64x131072 and 16x524288; long.csv, fp32
-            # 16x262144 uncapped: prefix sum 18.9 -> 21.4 us, GAE 24.3 -> 25.4; 16x131072
-            # uncapped: GAE 13.7 -> 12.7, TD(lambda) 12.7 -> 12.3).
-            many = B * T >= 1 << 22
-            if itemsize == 4:
-                if B <= 4:
-                    return ScanConfig(1, 2048, 4, 2048, True)
-                if wide:
-                    # V-trace at 96 (101 uncapped; 64x131072 69.4 -> 67.0 us)
-                    return ScanConfig(1, 1024, 4, 1024, True, max_registers=96 * many)
-                # Two-warp tiles capped at 80 registers a thread (103 for eligibility traces
-                # uncapped: 8 programs an SM, 12 capped; 64x131072: eligibility traces 37.6 ->
-                # 32.6 us, prefix sum 38.2 -> 33.3, GAE 44.1 -> 41.9, discounted returns 35.4
-                # -> 34.6; 64 spills and loses).
-                return ScanConfig(1, 1024, 2, 1024, True, max_registers=80 * many)
-            # 16-bit one-warp tiles at the estimator's ``cap16`` (149-168 registers uncapped)
-            if itemsize == 2 and not wide:
-                return ScanConfig(1, 1024, 1, 1024, True, max_registers=cap16 * many)
-            if wide and B >= 4:
-                return ScanConfig(1, 512, 1, 512, True, max_registers=cap16 * many)
-            return ScanConfig(1, tile, 4, tile, True)
-        measured = itemsize <= 4 and not retrace  # fp64 keeps the two passes
-        if wide and T <= 8192 and measured:
-            # V-trace's half-size tiles make 8192 steps 16 chunks: walk the row in 1024-step
-            # tiles as the others do (split_rows.csv, 256x8192: 27.1 -> 18.3 us, bf16 15.1 ->
-            # 9.3 against two passes; the look-back 20.1 and 12.8).
-            return ScanConfig(1, 1024, 4, triton_cdiv(T, 1024) * 1024)
-        if B > 4 and measured:
-            # More than four rows of 16384-65536 steps look back too, in one-warp 512-step tiles
-            # (split_rows.csv, 16x65536 to 128x16384 against two passes: GAE 0.76-0.85x the
-            # time, V-trace 0.72-0.84x, bf16 0.81-0.85x).
-            return ScanConfig(1, 512, 1, 512, True)
+        split = _split_time(B, T, wide, retrace, itemsize, two_pass_rows, cap16)
+        if split is not None:
+            return split
         # Reduce-then-scan over time segments of >= 4 tiles, ~8 programs an SM
         # (4x1048576: 74.6 -> 56.0 us with 4096-step segments instead of 8192).
         want = triton_cdiv(8 * sms, row_blocks)
@@ -401,6 +343,75 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
     if num_warps is None:
         num_warps = max(1, min(8, (BLOCK_B * BLOCK_T) // per_warp))
     return ScanConfig(BLOCK_B, BLOCK_T, num_warps, seg_chunks * BLOCK_T)
+
+
+def _split_time(B: int, T: int, wide: bool, retrace: bool, itemsize: int, two_pass_rows: int,
+                cap16: int) -> ScanConfig | None:
+    """The tile for rows too few to fill the GPU whose time is split across programs (or,
+    V-trace's, walked whole); None: reduce-then-scan over segments."""
+    if T >= 131072 and B <= 4 and not retrace and (itemsize != 4 or two_pass_rows >= B):
+        # Up to four rows: two passes over 8192-step segments of 1024-step tiles, whose
+        # reads the look-back's per-tile latency does not hide (long_probe.csv; 1x4194304
+        # discounted returns 0.72x the look-back's time, prefix sum 0.75x, bf16 V-trace
+        # 0.57x). In fp32 the estimators with more inputs look back from fewer rows
+        # (``two_pass_rows``; words_probe.csv, 4x1048576 in 2048-step tiles: TD(lambda)
+        # 34.8 -> 29.3 us, GAE 35.6 -> 30.8, V-trace 62.5 -> 48.8, and V-trace 1x4194304
+        # 62.6 -> 57.9; the returns without values and the prefix sum lose 1.08-1.15x).
+        return ScanConfig(1, 1024, 4, 8192)
+    if T >= 131072 or retrace:
+        # Single-pass look-back, one row-tile a program: the inputs are read once
+        # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7). Tiles from
+        # words_probe.csv (64x131072 and 16x524288): fp32 in 1024 steps, two warps (four
+        # for V-trace): discounted returns 48.2 -> 34.9 us, TD(lambda) 51.0 -> 40.6,
+        # V-trace 82.9 -> 69.9 against 2048 steps in 8 warps, GAE 47.8 -> 45.6 in 4; up to
+        # four rows 2048 steps in 4 warps. Retrace in one-warp 256-step tiles, any dtype
+        # (64x131072 fp32 208.9 -> 192.3 us, 1x4194304 133.8 -> 104.3, bf16 175.8 ->
+        # 169.0 against 1024 steps in 4 warps); 16-bit V-trace in one-warp 512-step tiles
+        # from four rows (64x131072 bf16 70.6 us, in 2048-step tiles 82-86), the other
+        # 16-bit rows in one-warp 1024-step tiles (words16.csv, bf16 and fp16: discounted
+        # returns 24.8 -> 20.9 us against two passes, TD(lambda) 28.4 -> 24.1 and GAE
+        # 34.1 -> 29.2 against 2048 steps in 4 warps; the prefix sum and eligibility
+        # traces since their flag at t-1 comes from registers, neighbour_probe.csv: bf16
+        # 64x131072 20.5 -> 19.2 us and 20.8 -> 18.8, fp16 24.9 -> 21.2 against two passes).
+        # Retrace looks back from 8192 steps too (retrace rows, 64x8192: 23.1 -> 14.7 us,
+        # bf16 19.1 -> 9.7 against two passes).
+        if retrace:
+            return ScanConfig(1, 256, 1, 256, True)
+        # Register caps from 2**22 elements, where the tiles outnumber the programs an SM
+        # holds many times over (registers.csv, 64x131072 and 16x524288; long.csv, fp32
+        # 16x262144 uncapped: prefix sum 18.9 -> 21.4 us, GAE 24.3 -> 25.4; 16x131072
+        # uncapped: GAE 13.7 -> 12.7, TD(lambda) 12.7 -> 12.3).
+        many = B * T >= 1 << 22
+        if itemsize == 4:
+            if B <= 4:
+                return ScanConfig(1, 2048, 4, 2048, True)
+            if wide:
+                # V-trace at 96 (101 uncapped; 64x131072 69.4 -> 67.0 us)
+                return ScanConfig(1, 1024, 4, 1024, True, max_registers=96 * many)
+            # Two-warp tiles capped at 80 registers a thread (103 for eligibility traces
+            # uncapped: 8 programs an SM, 12 capped; 64x131072: eligibility traces 37.6 ->
+            # 32.6 us, prefix sum 38.2 -> 33.3, GAE 44.1 -> 41.9, discounted returns 35.4
+            # -> 34.6; 64 spills and loses).
+            return ScanConfig(1, 1024, 2, 1024, True, max_registers=80 * many)
+        # 16-bit one-warp tiles at the estimator's ``cap16`` (149-168 registers uncapped)
+        if itemsize == 2 and not wide:
+            return ScanConfig(1, 1024, 1, 1024, True, max_registers=cap16 * many)
+        if wide and B >= 4:
+            return ScanConfig(1, 512, 1, 512, True, max_registers=cap16 * many)
+        return ScanConfig(1, 1024 if wide else 2048, 4, 1024 if wide else 2048, True)
+    if itemsize > 4:
+        return None  # fp64 keeps the two passes
+    if wide and T <= 8192:
+        # V-trace's half-size tiles make 8192 steps 16 chunks: walk the row in 1024-step
+        # tiles as the others do (split_rows.csv, 256x8192: 27.1 -> 18.3 us, bf16 15.1 ->
+        # 9.3 against two passes; the look-back 20.1 and 12.8).
+        return ScanConfig(1, 1024, 4, triton_cdiv(T, 1024) * 1024)
+    if B > 4:
+        # More than four rows of 16384-65536 steps look back too, in one-warp 512-step tiles
+        # (split_rows.csv, 16x65536 to 128x16384 against two passes: GAE 0.76-0.85x the
+        # time, V-trace 0.72-0.84x, bf16 0.81-0.85x).
+        return ScanConfig(1, 512, 1, 512, True)
+    return None
 
 
 def _interleaved(BLOCK_B: int, BLOCK_T: int, num_warps: int, itemsize: int) -> int:
