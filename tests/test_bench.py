@@ -364,7 +364,7 @@ def test_tile_probe_candidates_are_launchable():
                    and all(c.max_registers for c in tiles[2:]) for tiles in wide.values())
         sixteen += [(None, None, None, tiles[1:]) for tiles in wide.values()]
     for probe, least in ((LP.split_rows_items, 6), (LP.split_wide_items, 6),
-                         (LP.split_more_items, 3)):
+                         (LP.split_more_items, 3), (LP.registers_tiles_items, 2)):
         split = {}
         for a, n, t, dt, lay, fl, c in probe():
             split.setdefault((a, n, t, dt, lay, fl), []).append(c)

@@ -40,12 +40,14 @@ tiles again (16-bit and up to four fp32 rows: two passes against look-back) and 
 step) and 32 to 1024 steps tall, in interleaved runs: one pass, two passes and look-backs at
 512x4096, 64x131072, 4096x128 and 32768x32.
 
-    python -m paper_repro.bench.long_probe registers|registers-wide|registers-check|registers-more \
-        [warm I/K] >> data/h200/registers.csv
+    python -m paper_repro.bench.long_probe PROBE [warm I/K] >> data/h200/registers.csv
+
+with PROBE one of registers, registers-wide, registers-check, registers-more, registers-tiles.
 
 Tiles under register caps (Triton's ``maxnreg``): ``registers`` the fp32 look-back,
 ``registers-wide`` the other tiles whose registers bound the programs an SM, and
-``registers-check`` and ``registers-more`` the shipped tiles against themselves uncapped.
+``registers-check`` and ``registers-more`` the shipped tiles against themselves uncapped,
+``registers-tiles`` other capped look-back tiles at 64x131072.
 
     python -m paper_repro.bench.long_probe split-rows|split-wide|split-more [warm I/K] \
         >> data/h200/split_rows.csv
@@ -349,6 +351,24 @@ def registers_wide_items() -> list:
     return _capped(cases)
 
 
+def registers_tiles_items() -> list:
+    """``registers-tiles``: capped look-back tiles of other shapes at 64x131072, where the fp32
+    forward scans stay near 70 % of copy bandwidth: fp32 1024 steps in one warp and 2048 in
+    four (caps 80-128: as many warps an SM as the shipped two-warp tile, half the look-backs
+    for the longer one), and bf16 V-trace's one-warp tile at 112."""
+    from paper_repro.kernels import _launch as L
+
+    items = []
+    for a in LONG_ESTIMATORS[:-1]:
+        items.append((a, 64, 131072, "fp32", "NT", "float", None))
+        for bt, warps, caps in ((1024, 1, (0, 96, 128)), (2048, 4, (0, 80, 96))):
+            items += [(a, 64, 131072, "fp32", "NT", "float",
+                       L.ScanConfig(1, bt, warps, bt, True, 4, max_registers=r)) for r in caps]
+    items += [("vtrace", 64, 131072, "bf16", "NT", "bool", c)
+              for c in (None, L.ScanConfig(1, 512, 1, 512, True, 8, max_registers=112))]
+    return items
+
+
 def registers_check_items() -> list:
     """``registers-check``: the shipped capped look-back tiles against the same tiles uncapped,
     at both shapes of 2**23 elements, 16-bit and fp32 V-trace."""
@@ -478,7 +498,8 @@ def main(argv=None):
     probes = {"words": words_items, "words16": words16_items, "segwords": segwords_items,
               "neighbour": neighbour_items, "narrow": narrow_items, "registers": registers_items,
               "registers-wide": registers_wide_items, "registers-check": registers_check_items,
-              "registers-more": registers_more_items, "split-rows": split_rows_items,
+              "registers-tiles": registers_tiles_items, "registers-more": registers_more_items,
+              "split-rows": split_rows_items,
               "split-wide": split_wide_items, "split-more": split_more_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
