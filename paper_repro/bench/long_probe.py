@@ -49,13 +49,15 @@ Tiles under register caps (Triton's ``maxnreg``): ``registers`` the fp32 look-ba
 ``registers-check`` and ``registers-more`` the shipped tiles against themselves uncapped,
 ``registers-tiles`` other capped look-back tiles at 64x131072.
 
-    python -m paper_repro.bench.long_probe split-rows|split-wide|split-more [warm I/K] \
+    python -m paper_repro.bench.long_probe split-rows|split-wide|split-more|split-long \
+        [warm I/K] \
         >> data/h200/split_rows.csv
 
 ``split-rows``: a few hundred rows of 2048-8192 steps, walked against split across programs;
 ``split-wide`` (same file): V-trace and GAE rows of 8192-65536 steps, whose half-size tiles
 take V-trace to two passes, against look-back and rows walked whole; ``split-more`` where
-those rules stop (up to four rows, fp64, V-trace's shorter rows).
+those rules stop (up to four rows, fp64, V-trace's shorter rows); ``split-long`` the winners of
+``split-more`` carried to longer and shorter rows, more rows and fp64 shapes.
 """
 from __future__ import annotations
 
@@ -456,6 +458,41 @@ def split_more_items() -> list:
     return items
 
 
+def split_long_items() -> list:
+    """``split-long``: the look-back in one-warp 512-step tiles where ``split-more`` found it
+    beating two passes, carried further: up to four rows of 131072 to 4194304 steps (fp32 and
+    bf16) and of 4096-16384, fp64 beyond 16x65536; V-trace's rows walked in 1024-step tiles
+    from more rows; fp32 discounted returns in one-warp 1024-step tiles uncapped."""
+    from paper_repro.kernels import _launch as L
+
+    def lb(bt, warps, size):
+        return L.ScanConfig(1, bt, warps, bt, True, L.run_length(bt, size, False))
+
+    items = []
+    for n, t in ((4, 131072), (1, 262144), (4, 262144), (1, 1048576), (4, 1048576),
+                 (1, 4194304)):
+        for dt, fl, size, algs in (("fp32", "float", 4, ("discounted_returns", "gae",
+                                                         "prefix_sum", "vtrace")),
+                                   ("bf16", "bool", 2, ("discounted_returns", "gae", "vtrace"))):
+            items += [(a, n, t, dt, "NT", fl, c) for a in algs
+                      for c in (None, lb(512, 1, size), lb(1024, 2, size))]
+    for n, t in ((1, 16384), (4, 8192), (2, 4096)):
+        items += [(a, n, t, "fp32", "NT", "float", c)
+                  for a in ("discounted_returns", "gae", "vtrace")
+                  for c in (None, lb(512, 1, 4), lb(256, 1, 4))]
+    for n, t in ((4, 65536), (64, 16384), (32, 32768)):
+        items += [(a, n, t, "fp64", "NT", "float", c)
+                  for a in ("discounted_returns", "gae", "vtrace") for c in (None, lb(512, 1, 8))]
+    for n, t in ((1024, 4096), (2048, 2048), (4096, 4096), (128, 4096), (64, 2048)):
+        for dt, fl, size in (("fp32", "float", 4), ("bf16", "bool", 2)):
+            walk = L.ScanConfig(1, 1024, 4, t, False, L.run_length(1024, size, False))
+            items += [("vtrace", n, t, dt, "NT", fl, c) for c in (None, walk)]
+    for n, t in ((64, 131072), (16, 524288), (32, 131072), (16, 262144)):
+        items += [("discounted_returns", n, t, "fp32", "NT", "float", c)
+                  for c in (None, lb(1024, 1, 4))]
+    return items
+
+
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
     from paper_repro.bench.forced import forced_time, prepared
 
@@ -500,7 +537,8 @@ def main(argv=None):
               "registers-wide": registers_wide_items, "registers-check": registers_check_items,
               "registers-tiles": registers_tiles_items, "registers-more": registers_more_items,
               "split-rows": split_rows_items,
-              "split-wide": split_wide_items, "split-more": split_more_items}
+              "split-wide": split_wide_items, "split-more": split_more_items,
+              "split-long": split_long_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),
