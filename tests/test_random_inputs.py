@@ -110,23 +110,29 @@ def test_time_split_across_programs(est, config, kernels):
         check(est, d, TOL[torch.float32])
 
 
-SPLIT_RULES = {"gae": (5, 16400, True), "vtrace": (5, 7700, False),
-               "discounted_returns": (6, 16384, True)}
+SPLIT_RULES = [("gae", 5, 16400, torch.float32, True), ("vtrace", 5, 7700, torch.float32, False),
+               ("discounted_returns", 6, 16384, torch.float32, True),
+               ("vtrace", 2, 4100, torch.float32, True), ("gae", 3, 5000, torch.float64, True),
+               ("prefix_sum_ends_at", 1, 9000, torch.bfloat16, True)]
 
 
-@pytest.mark.parametrize("est", [e for e in ESTIMATORS if e.name in SPLIT_RULES],
-                         ids=lambda e: e.name)
+@pytest.mark.parametrize("name,N,T,dtype,look_back", SPLIT_RULES,
+                         ids=[f"{c[0]}-{c[1]}x{c[2]}-{c[3]}".replace("torch.", "")
+                              for c in SPLIT_RULES])
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
-def test_heuristic_split_rules_end_to_end(est, kernels):
-    """The heuristic's own tiles where few rows of 16384 steps look back in 512-step tiles and
-    V-trace walks rows of up to 8192 steps (T not a multiple of its tile), against the
-    reference (the interpreter's 4 SMs make 5-6 rows few)."""
-    N, T, look_back = SPLIT_RULES[est.name]
-    d = make_inputs(N, T, device=device_of(kernels))
-    c = L.choose_config(N, T, False, L.num_sms(d["r"].device), est.kernel == "vtrace")
+def test_heuristic_split_rules_end_to_end(name, N, T, dtype, look_back, kernels):
+    """The heuristic's own tiles where rows too few to fill the GPU look back in 512-step
+    tiles (from 16384 steps, or 4096 up to four rows, any dtype) and V-trace walks rows of up
+    to 8192 steps (T not a multiple of its tile), against the reference (the interpreter's 4
+    SMs make 5-6 rows few)."""
+    est = next(e for e in ESTIMATORS if e.name == name)
+    d = make_inputs(N, T, dtype=dtype, device=device_of(kernels))
+    c = L.choose_config(N, T, False, L.num_sms(d["r"].device), est.kernel == "vtrace",
+                        itemsize=dtype.itemsize)
     assert c.single_pass == look_back and (look_back or c.seg_len >= T)
+    assert not look_back or c.BLOCK_T == 512
     with kernels_on(kernels):
-        check(est, d, TOL[torch.float32])
+        check(est, d, TOL[dtype])
 
 
 FLIPS = {1: "latest-first", 4: "runs4", -4: "interleaved4"}
@@ -313,16 +319,17 @@ def test_prefetch_switch(est, prefetch, config, kernels):
 
 
 def test_heuristic_splits():
-    """Which launch the H200 heuristic picks: look-back for few rows of 16384 steps and more
-    from five rows up (Retrace's from one; fp64 from 131072 steps) and for time-major inputs
-    with few row blocks beyond 16384 steps under 32 envs, under 16, V-trace's or Retrace's
-    (fp32 from 32 envs: segments of up to 8 tiles by look-back, longer ones in two passes),
-    reduce-then-scan for shorter rows up to four (and fp64) and for up to four very long rows
-    (fp32: up to the estimator's ``two_pass_rows``), one pass elsewhere. A look-back walks one
-    tile a program but for those time-major segments: fp32 1024 steps in two warps (V-trace
-    four), up to four rows 2048 steps in four, below 131072 steps 512 in one; Retrace 256
-    steps in one warp; 16-bit rows 1024 steps in one warp (V-trace 512). Retrace's tiles that
-    walk rows hold half the others' elements a warp."""
+    """Which launch the H200 heuristic picks: look-back for rows too few to fill the GPU
+    from 16384 steps (up to four rows from 4096; Retrace's from one row block), for time-major
+    inputs with few row blocks beyond 16384 steps under 32 envs, under 16, V-trace's or
+    Retrace's (fp32 from 32 envs: segments of up to 8 tiles by look-back, longer ones in two
+    passes); reduce-then-scan for up to four rows of more than 2**20 steps in all (fp32: up to
+    the estimator's ``two_pass_rows``); one pass elsewhere. A look-back walks one tile a
+    program but for those time-major segments: fp32 from 131072 steps 1024 in two warps
+    (V-trace four, ``warps32`` one), otherwise 512 in one; Retrace 256 steps in one warp;
+    16-bit rows from 131072 steps 1024 in one warp (V-trace 512). Retrace's tiles that walk
+    rows hold half the others' elements a warp; V-trace's 1024 steps in four warps from
+    five rows to four an SM."""
     def kind(N, T, tm=False, wide=False, retrace=False):
         c = L.choose_config(N, T, tm, 132, wide or retrace, retrace)
         if c.single_pass and c.seg_len > c.BLOCK_T:
@@ -330,16 +337,34 @@ def test_heuristic_splits():
         return "look-back" if c.single_pass else "two-pass" if c.seg_len < T else "one pass"
 
     assert kind(64, 131072) == kind(16, 524288, wide=True) == "look-back"
-    assert kind(1, 4194304) == kind(4, 1048576, wide=True) == kind(4, 65536) == "two-pass"
-    # more than four rows of 16384-65536 steps look back in one-warp 512-step tiles (fp64 and
-    # Retrace aside); V-trace walks rows of up to 8192 steps in 1024-step tiles
-    assert L.choose_config(64, 32768, False, 132, False) == L.ScanConfig(1, 512, 1, 512, True, 4)
-    assert L.choose_config(16, 65536, False, 132, True, itemsize=2) == \
-        L.ScanConfig(1, 512, 1, 512, True, 8)
-    assert kind(64, 32768, retrace=True) == "look-back"
-    assert L.choose_config(64, 32768, False, 132, False, itemsize=8).seg_len == 4096
+    assert kind(1, 4194304) == kind(4, 1048576, wide=True) == kind(2, 1048576) == "two-pass"
+    assert kind(4, 65536) == kind(4, 262144) == kind(1, 1048576, wide=True) == "look-back"
+    # rows too few below 131072 steps (up to four from 4096) and up to four of at most 2**20
+    # steps in all look back in one-warp 512-step tiles, any dtype (Retrace aside);
+    # V-trace walks more rows of up to 8192 steps in 1024-step tiles
+    lb512 = {4: L.ScanConfig(1, 512, 1, 512, True, 4), 2: L.ScanConfig(1, 512, 1, 512, True, 8),
+             8: L.ScanConfig(1, 512, 1, 512, True, 2)}
+    assert L.choose_config(64, 32768, False, 132, False) == lb512[4]
+    assert L.choose_config(16, 65536, False, 132, True, itemsize=2) == lb512[2]
+    assert L.choose_config(64, 32768, False, 132, False, itemsize=8) == lb512[8]
+    assert L.choose_config(4, 8192, False, 132, False) == lb512[4]
+    assert L.choose_config(2, 4096, False, 132, True) == lb512[4]
+    assert L.choose_config(1, 262144, False, 132, False, itemsize=2) == lb512[2]
+    assert L.choose_config(4, 131072, False, 132, False, itemsize=8) == lb512[8]
+    assert L.choose_config(2, 2048, False, 132, True) == L.ScanConfig(1, 512, 2, 2048, flip=4)
+    assert kind(64, 32768, retrace=True) == kind(4, 8192, retrace=True) == "look-back"
+    assert kind(2, 4096, retrace=True) == "one pass"
     assert L.choose_config(256, 8192, False, 132, True) == L.ScanConfig(1, 1024, 4, 8192, flip=4)
+    assert L.choose_config(256, 8192, False, 132, True, itemsize=8) == \
+        L.ScanConfig(1, 1024, 4, 8192, flip=2)
     assert L.choose_config(128, 16384, False, 132, True).single_pass
+    walk = L.ScanConfig(1, 1024, 4, 4096, flip=4)
+    assert L.choose_config(512, 4096, False, 132, True) == walk  # V-trace, four rows an SM
+    assert L.choose_config(8, 4096, False, 132, True) == walk
+    assert L.choose_config(528, 4096, False, 132, True) == walk
+    assert L.choose_config(529, 4096, False, 132, True).BLOCK_T == 512
+    assert L.choose_config(512, 16384, False, 132, True).BLOCK_T == 512
+    assert L.choose_config(512, 4096, False, 132, True, True).BLOCK_T == 512  # Retrace
     assert kind(4, 1048576, retrace=True) == "look-back"
     assert kind(512, 4096) == kind(4096, 128) == kind(8192, 4096) == "one pass"
     assert kind(512, 4096, tm=True, retrace=True) == kind(4, 1048576, tm=True) == "look-back"
@@ -376,7 +401,7 @@ def test_heuristic_splits():
     assert L.choose_config(128, 2048, False, 132, True, True) == \
         L.ScanConfig(1, 2048, 16, 2048, flip=4)
     assert L.choose_config(512, 4096, False, 132, True, True).num_warps == 4
-    assert L.choose_config(512, 4096, False, 132, True).num_warps == 2  # V-trace
+    assert L.choose_config(1024, 4096, False, 132, True).num_warps == 2  # V-trace
     # one-tile rows of the others: 256 elements a warp, 128 at most a row an SM
     assert L.choose_config(512, 512, False, 132, False).num_warps == 2
     assert L.choose_config(64, 512, False, 132, False).num_warps == 4
@@ -392,7 +417,7 @@ def test_heuristic_splits():
     assert L.choose_config(16, 131072, False, 132, True, itemsize=2, cap16=128) == \
         L.ScanConfig(1, 512, 1, 512, True, flip=8)
     # fp32 look-back: 1024 steps in two warps, V-trace's in four (capped at 80 and 96 registers
-    # from 2**22 elements); up to four rows 2048 in four
+    # from 2**22 elements), in one uncapped with warps32=1; up to four rows 512 in one
     assert L.choose_config(64, 131072, False, 132, False) == \
         L.ScanConfig(1, 1024, 2, 1024, True, flip=4, max_registers=80)
     assert L.choose_config(16, 131072, False, 132, False) == \
@@ -400,10 +425,14 @@ def test_heuristic_splits():
     assert L.choose_config(16, 262144, False, 132, False).max_registers == 80
     assert L.choose_config(16, 524288, False, 132, True) == \
         L.ScanConfig(1, 1024, 4, 1024, True, 4, max_registers=96)
-    assert L.choose_config(4, 1048576, False, 132, False, two_pass_rows=3) == \
-        L.ScanConfig(1, 2048, 4, 2048, True, flip=4)
-    assert L.choose_config(1, 4194304, False, 132, True, two_pass_rows=0).single_pass  # V-trace
+    assert L.choose_config(64, 131072, False, 132, False, warps32=1) == \
+        L.ScanConfig(1, 1024, 1, 1024, True, flip=4)
+    assert L.choose_config(16, 524288, False, 132, True, warps32=1).num_warps == 4  # V-trace
+    assert L.choose_config(4, 1048576, False, 132, False, two_pass_rows=3) == lb512[4]
+    assert L.choose_config(1, 4194304, False, 132, True, two_pass_rows=0) == lb512[4]
     assert L.choose_config(3, 4194304, False, 132, False, two_pass_rows=3).seg_len == 8192
+    assert L.choose_config(4, 1048576, False, 132, False, itemsize=8, two_pass_rows=0) == \
+        L.ScanConfig(1, 1024, 4, 8192, flip=2)  # fp64: two passes up to four rows
     assert L.choose_config(4, 1048576, False, 132, False, itemsize=2, two_pass_rows=0) == \
         L.ScanConfig(1, 1024, 4, 8192, flip=8)  # 16-bit: two passes up to four rows
     assert L.choose_config(64, 131072, False, 132, False, itemsize=2).single_pass  # GAE
@@ -413,8 +442,9 @@ def test_heuristic_splits():
     assert L.choose_config(1, 4194304, False, 132, True).seg_len == 8192
 
 
-TWO_PASS_ROWS = {"vtrace": 0, "vtrace_clip_last_value": 0, "lambda_returns": 3, "gae": 3,
-                 "gae_last_value": 3}
+TWO_PASS_ROWS = {"vtrace": 0, "vtrace_clip_last_value": 0, "lambda_returns": 0, "gae": 0,
+                 "gae_last_value": 0}
+WARPS32 = {"discounted_returns": 1}
 CAP16 = dict.fromkeys(("vtrace", "vtrace_clip_last_value", "gae", "gae_last_value",
                        "discounted_returns"), 128)
 
@@ -423,19 +453,22 @@ CAP16 = dict.fromkeys(("vtrace", "vtrace_clip_last_value", "gae", "gae_last_valu
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_long_row_choices(est, kernels, monkeypatch):
     """Each estimator hands the heuristic up to how many fp32 long rows it takes two passes
-    (V-trace none, GAE and TD(lambda) three, the others four) and its 16-bit look-back's
-    register cap (V-trace, GAE and the discounted returns 128, the others none)."""
+    (V-trace, GAE and TD(lambda) none, the others four), its 16-bit look-back's register cap
+    (V-trace, GAE and the discounted returns 128, the others none) and its fp32 look-back's
+    warps (the discounted returns one, the others two)."""
     seen, config_for = [], L.config_for
 
     def spy(*args, **kwargs):
-        seen.append((kwargs.get("two_pass_rows", 4), kwargs.get("cap16", 0)))
+        seen.append((kwargs.get("two_pass_rows", 4), kwargs.get("cap16", 0),
+                     kwargs.get("warps32", 2)))
         return config_for(*args, **kwargs)
 
     monkeypatch.setattr(L, "config_for", spy)
     monkeypatch.setattr(_plan, "_PLANS", {})  # no recorded launch plans
     with kernels_on(kernels):
         est.call(P, make_inputs(3, 8, device=device_of(kernels)))
-    assert seen and set(seen) == {(TWO_PASS_ROWS.get(est.name, 4), CAP16.get(est.name, 0))}
+    assert seen and set(seen) == {(TWO_PASS_ROWS.get(est.name, 4), CAP16.get(est.name, 0),
+                                   WARPS32.get(est.name, 2))}
 
 
 def test_flip_rule():
@@ -470,7 +503,8 @@ def test_flip_rule():
 def test_prefetch_rule():
     """Prefetch where a program walks several tiles with few warps, not for one tile per
     program nor at 16 warps (where the H200 probe measured it slower)."""
-    assert L.prefetch(L.choose_config(4, 65536, False, 132, False))  # up to four rows, split
+    assert L.prefetch(L.choose_config(2, 1048576, False, 132, False))  # up to four rows, split
+    assert L.prefetch(L.choose_config(256, 2048, False, 132, True))  # V-trace walking rows
     assert not L.prefetch(L.choose_config(64, 131072, False, 132, False))  # a tile a program
     assert L.prefetch(L.choose_config(512, 4096, False, 132, False))  # one pass, 4 tiles
     assert not L.prefetch(L.choose_config(4096, 128, False, 132, False))  # one tile

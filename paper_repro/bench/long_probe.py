@@ -49,7 +49,7 @@ Tiles under register caps (Triton's ``maxnreg``): ``registers`` the fp32 look-ba
 ``registers-check`` and ``registers-more`` the shipped tiles against themselves uncapped,
 ``registers-tiles`` other capped look-back tiles at 64x131072.
 
-    python -m paper_repro.bench.long_probe split-rows|split-wide|split-more|split-long \
+    python -m paper_repro.bench.long_probe split-rows|split-wide|split-more|split-long|split-check \
         [warm I/K] \
         >> data/h200/split_rows.csv
 
@@ -57,7 +57,8 @@ Tiles under register caps (Triton's ``maxnreg``): ``registers`` the fp32 look-ba
 ``split-wide`` (same file): V-trace and GAE rows of 8192-65536 steps, whose half-size tiles
 take V-trace to two passes, against look-back and rows walked whole; ``split-more`` where
 those rules stop (up to four rows, fp64, V-trace's shorter rows); ``split-long`` the winners of
-``split-more`` carried to longer and shorter rows, more rows and fp64 shapes.
+``split-more`` carried to longer and shorter rows, more rows and fp64 shapes; ``split-check``
+the rules taken from them against the tiles they replaced, where those were not timed.
 """
 from __future__ import annotations
 
@@ -493,6 +494,34 @@ def split_long_items() -> list:
     return items
 
 
+def split_check_items() -> list:
+    """``split-check``: the rules taken from ``split-long``, shipped, against the tiles they
+    replaced where ``split-long`` did not time them: TD(lambda) up to four fp32 rows of 2**22
+    steps in all, eligibility traces, 16-bit prefix sums and TD(lambda), fp64 up to four rows,
+    fp64 V-trace walking rows, discounted returns at 16x131072."""
+    from paper_repro.kernels import _launch as L
+
+    def two_pass(seg, size):
+        return L.ScanConfig(1, 1024, 4, seg, False, L.run_length(1024, size, False))
+
+    cases = [("lambda_returns", 4, 1048576, "fp32", "float",
+              [L.ScanConfig(1, 2048, 4, 2048, True, 4)]),
+             ("lambda_returns", 1, 4194304, "fp32", "float", [two_pass(8192, 4)]),
+             ("eligibility_traces", 4, 65536, "fp32", "float", [two_pass(4096, 4)]),
+             ("eligibility_traces", 1, 262144, "fp32", "float", [two_pass(8192, 4)]),
+             ("eligibility_traces", 4, 262144, "fp32", "float", [two_pass(8192, 4)]),
+             ("prefix_sum", 4, 131072, "bf16", "bool", [two_pass(8192, 2)]),
+             ("lambda_returns", 1, 1048576, "bf16", "bool", [two_pass(8192, 2)]),
+             ("discounted_returns", 4, 131072, "fp64", "float", [two_pass(8192, 8)]),
+             ("discounted_returns", 1, 1048576, "fp64", "float", [two_pass(8192, 8)]),
+             ("gae", 4, 262144, "fp64", "float", [two_pass(8192, 8)]),
+             ("vtrace", 256, 8192, "fp64", "float",
+              [L.ScanConfig(1, 512, 2, 2048, False, 2), L.ScanConfig(1, 512, 1, 512, True, 2)]),
+             ("discounted_returns", 16, 131072, "fp32", "float",
+              [L.ScanConfig(1, 1024, 2, 1024, True, 4)])]
+    return [(a, n, t, dt, "NT", fl, c) for a, n, t, dt, fl, old in cases for c in [None] + old]
+
+
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
     from paper_repro.bench.forced import forced_time, prepared
 
@@ -538,7 +567,7 @@ def main(argv=None):
               "registers-tiles": registers_tiles_items, "registers-more": registers_more_items,
               "split-rows": split_rows_items,
               "split-wide": split_wide_items, "split-more": split_more_items,
-              "split-long": split_long_items}
+              "split-long": split_long_items, "split-check": split_check_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),

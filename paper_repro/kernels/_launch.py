@@ -256,18 +256,20 @@ def num_sms(device: torch.device) -> int:
 @functools.lru_cache(maxsize=4096)
 def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
                   retrace: bool = False, itemsize: int = 4,
-                  two_pass_rows: int = 4, cap16: int = 0) -> ScanConfig:
+                  two_pass_rows: int = 4, cap16: int = 0, warps32: int = 2) -> ScanConfig:
     """Tile heuristic, from the H200 sweeps in data/h200 (tuning.csv, split_probe*.csv: GAE and
     prefix-sum fp32; tile_probe.csv: every estimator, fp32 and bf16, both layouts). ``wide``:
     many live inputs (V-trace, Retrace), so half the tile; ``retrace``: one-warp tiles up to 256
     steps (its layout changes each cost a block barrier), longer ones with half the others'
     elements a warp; ``itemsize``: bytes of a value input, which sets the run length of
-    batch-major backward tiles; ``two_pass_rows``: up to how many fp32 long rows the
-    estimator takes two passes rather than the look-back; ``cap16``: the register cap of its
-    16-bit long-row look-back tile (0: none)."""
+    batch-major backward tiles; ``two_pass_rows``: up to how many fp32 rows of more than
+    2**20 steps in all the estimator takes two passes rather than the look-back; ``cap16``:
+    the register cap of its 16-bit long-row look-back tile (0: none); ``warps32``: the warps
+    of its fp32 1024-step long-row look-back tile (2: capped from 2**22 elements)."""
     if time_major:
         return _time_major_config(B, T, sms, wide, retrace, itemsize)
-    config = _batch_major_config(B, T, sms, wide, retrace, itemsize, two_pass_rows, cap16)
+    config = _batch_major_config(B, T, sms, wide, retrace, itemsize, two_pass_rows, cap16,
+                                 warps32)
     return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
 
 
@@ -284,7 +286,7 @@ def run_length(BLOCK_T: int, itemsize: int, retrace: bool) -> int:
 
 
 def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, itemsize: int,
-                        two_pass_rows: int = 4, cap16: int = 0) -> ScanConfig:
+                        two_pass_rows: int = 4, cap16: int = 0, warps32: int = 2) -> ScanConfig:
     if retrace and 16 < T <= 256:
         # One warp (4096x128: 12.8 -> 11.4 us); two rows of 32 steps (32768x32: 63 -> 24 us;
         # roofline.csv).
@@ -320,9 +322,12 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
         # to 2048 steps in one tile too (128x2048 9.52 -> 6.60 us in 16 warps).
         BLOCK_B, BLOCK_T = 1, _pow2(T)
         num_warps = BLOCK_T // (128 if sms >= B else per_warp)
-    elif T > 1024 and not wide:
+    elif T > 1024 and (not wide or (not retrace and T <= 8192 and 4 < B <= 4 * sms)):
         # One row a program in tiles of 1024 (512x4096: prefix sum 6.9 -> 6.2 us, GAE 12.8 ->
-        # 11.9, bf16 GAE 11.4 -> 10.4).
+        # 11.9, bf16 GAE 11.4 -> 10.4); V-trace's too, up to four rows an SM (split_rows.csv,
+        # split-more and split-long against 512-step tiles in 2 warps: 64x2048 to 256x4096
+        # 0.64-0.81x the time, 512x4096 0.90-0.96x; 1024 rows and more 0.99-1.10x; split-wide,
+        # 256x8192 against two passes: 27.1 -> 18.3 us, bf16 15.1 -> 9.3, look-back 20.1, 12.8).
         BLOCK_B, BLOCK_T, num_warps = 1, 1024, 4
     else:
         BLOCK_T = min(_pow2(T), 512)
@@ -332,8 +337,11 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
     row_blocks = triton_cdiv(B, BLOCK_B)
     chunks = triton_cdiv(T, BLOCK_T)
     seg_chunks = chunks
-    if row_blocks < 2 * sms and chunks >= 16 and not many_long_rows:
-        split = _split_time(B, T, wide, retrace, itemsize, two_pass_rows, cap16)
+    # up to four rows split from 4096 steps (split_rows.csv, split-long: 4x8192 0.55-0.65x the
+    # time of walking them, V-trace 2x4096 0.59x)
+    few_rows = B <= 4 and T >= 4096 and not retrace
+    if row_blocks < 2 * sms and (chunks >= 16 or few_rows) and not many_long_rows:
+        split = _split_time(B, T, wide, retrace, itemsize, two_pass_rows, cap16, warps32)
         if split is not None:
             return split
         # Reduce-then-scan over time segments of >= 4 tiles, ~8 programs an SM
@@ -346,28 +354,33 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
 
 
 def _split_time(B: int, T: int, wide: bool, retrace: bool, itemsize: int, two_pass_rows: int,
-                cap16: int) -> ScanConfig | None:
+                cap16: int, warps32: int) -> ScanConfig | None:
     """The tile for rows too few to fill the GPU whose time is split across programs (or,
     V-trace's, walked whole); None: reduce-then-scan over segments."""
-    if T >= 131072 and B <= 4 and not retrace and (itemsize != 4 or two_pass_rows >= B):
-        # Up to four rows: two passes over 8192-step segments of 1024-step tiles, whose
-        # reads the look-back's per-tile latency does not hide (long_probe.csv; 1x4194304
-        # discounted returns 0.72x the look-back's time, prefix sum 0.75x, bf16 V-trace
-        # 0.57x). In fp32 the estimators with more inputs look back from fewer rows
-        # (``two_pass_rows``; words_probe.csv, 4x1048576 in 2048-step tiles: TD(lambda)
-        # 34.8 -> 29.3 us, GAE 35.6 -> 30.8, V-trace 62.5 -> 48.8, and V-trace 1x4194304
-        # 62.6 -> 57.9; the returns without values and the prefix sum lose 1.08-1.15x).
-        return ScanConfig(1, 1024, 4, 8192)
+    if B <= 4 and not retrace:
+        if B * T > 1 << 20 and (itemsize != 4 or two_pass_rows >= B):
+            # Up to four rows of more than 2**20 steps in all: two passes over 8192-step
+            # segments of 1024-step tiles, whose reads the look-back's per-tile latency does
+            # not hide (split_rows.csv, split-long: 1x4194304 discounted returns and prefix sum
+            # 1.12x the time in one-warp 512-step look-back tiles, bf16 1.24-1.38x, 4x1048576
+            # 0.97-1.10x). fp32 estimators with more inputs look back (``two_pass_rows``).
+            return ScanConfig(1, 1024, 4, 8192)
+        # Fewer steps, or fp32 with more inputs: look back in one-warp 512-step tiles
+        # (split_rows.csv, split-more and split-long, against two passes: 1x16384 to 4x262144
+        # 0.47-0.72x the time in fp32, bf16 and fp64, 1x1048576 0.76-0.94x; against 2048-step
+        # look-back tiles, fp32 4x1048576 GAE 0.96x, V-trace 0.84x, 1x4194304 GAE 0.87x
+        # against two passes, V-trace 0.83x).
+        return ScanConfig(1, 512, 1, 512, True)
     if T >= 131072 or retrace:
         # Single-pass look-back, one row-tile a program: the inputs are read once
         # (64x131072: 78.8 -> 62.8 us, 1x4194304: 67.5 -> 49.7). Tiles from
         # words_probe.csv (64x131072 and 16x524288): fp32 in 1024 steps, two warps (four
         # for V-trace): discounted returns 48.2 -> 34.9 us, TD(lambda) 51.0 -> 40.6,
-        # V-trace 82.9 -> 69.9 against 2048 steps in 8 warps, GAE 47.8 -> 45.6 in 4; up to
-        # four rows 2048 steps in 4 warps. Retrace in one-warp 256-step tiles, any dtype
+        # V-trace 82.9 -> 69.9 against 2048 steps in 8 warps, GAE 47.8 -> 45.6 in 4.
+        # Retrace in one-warp 256-step tiles, any dtype
         # (64x131072 fp32 208.9 -> 192.3 us, 1x4194304 133.8 -> 104.3, bf16 175.8 ->
         # 169.0 against 1024 steps in 4 warps); 16-bit V-trace in one-warp 512-step tiles
-        # from four rows (64x131072 bf16 70.6 us, in 2048-step tiles 82-86), the other
+        # (64x131072 bf16 70.6 us, in 2048-step tiles 82-86), the other
         # 16-bit rows in one-warp 1024-step tiles (words16.csv, bf16 and fp16: discounted
         # returns 24.8 -> 20.9 us against two passes, TD(lambda) 28.4 -> 24.1 and GAE
         # 34.1 -> 29.2 against 2048 steps in 4 warps; the prefix sum and eligibility
@@ -383,35 +396,27 @@ def _split_time(B: int, T: int, wide: bool, retrace: bool, itemsize: int, two_pa
         # uncapped: GAE 13.7 -> 12.7, TD(lambda) 12.7 -> 12.3).
         many = B * T >= 1 << 22
         if itemsize == 4:
-            if B <= 4:
-                return ScanConfig(1, 2048, 4, 2048, True)
             if wide:
                 # V-trace at 96 (101 uncapped; 64x131072 69.4 -> 67.0 us)
                 return ScanConfig(1, 1024, 4, 1024, True, max_registers=96 * many)
+            if warps32 == 1:
+                # one warp uncapped (split_rows.csv, split-long, discounted returns 16x262144
+                # to 16x524288: 0.91-0.95x the two capped warps' time)
+                return ScanConfig(1, 1024, 1, 1024, True)
             # Two-warp tiles capped at 80 registers a thread (103 for eligibility traces
             # uncapped: 8 programs an SM, 12 capped; 64x131072: eligibility traces 37.6 ->
             # 32.6 us, prefix sum 38.2 -> 33.3, GAE 44.1 -> 41.9, discounted returns 35.4
             # -> 34.6; 64 spills and loses).
             return ScanConfig(1, 1024, 2, 1024, True, max_registers=80 * many)
         # 16-bit one-warp tiles at the estimator's ``cap16`` (149-168 registers uncapped)
-        if itemsize == 2 and not wide:
-            return ScanConfig(1, 1024, 1, 1024, True, max_registers=cap16 * many)
-        if wide and B >= 4:
-            return ScanConfig(1, 512, 1, 512, True, max_registers=cap16 * many)
+        if itemsize == 2:
+            return ScanConfig(1, 512 if wide else 1024, 1, 512 if wide else 1024, True,
+                              max_registers=cap16 * many)
         return ScanConfig(1, 1024 if wide else 2048, 4, 1024 if wide else 2048, True)
-    if itemsize > 4:
-        return None  # fp64 keeps the two passes
-    if wide and T <= 8192:
-        # V-trace's half-size tiles make 8192 steps 16 chunks: walk the row in 1024-step
-        # tiles as the others do (split_rows.csv, 256x8192: 27.1 -> 18.3 us, bf16 15.1 ->
-        # 9.3 against two passes; the look-back 20.1 and 12.8).
-        return ScanConfig(1, 1024, 4, triton_cdiv(T, 1024) * 1024)
-    if B > 4:
-        # More than four rows of 16384-65536 steps look back too, in one-warp 512-step tiles
-        # (split_rows.csv, 16x65536 to 128x16384 against two passes: GAE 0.76-0.85x the
-        # time, V-trace 0.72-0.84x, bf16 0.81-0.85x).
-        return ScanConfig(1, 512, 1, 512, True)
-    return None
+    # More than four rows of 16384-65536 steps look back too, in one-warp 512-step tiles
+    # (split_rows.csv, 16x65536 to 128x16384 against two passes: GAE 0.76-0.85x the time,
+    # V-trace 0.72-0.84x, bf16 0.81-0.85x; fp64 16x65536 to 64x16384 0.73-0.93x).
+    return ScanConfig(1, 512, 1, 512, True)
 
 
 def _interleaved(BLOCK_B: int, BLOCK_T: int, num_warps: int, itemsize: int) -> int:
@@ -513,12 +518,12 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
 
 def config_for(B: int, T: int, stride, device, wide: bool = False,
                retrace: bool = False, itemsize: int = 4,
-               two_pass_rows: int = 4, cap16: int = 0) -> ScanConfig:
+               two_pass_rows: int = 4, cap16: int = 0, warps32: int = 2) -> ScanConfig:
     forced = _FORCED_CONFIG[0]
     if forced is not None:
         return forced
     return choose_config(B, T, is_time_major(stride), num_sms(device), wide, retrace, itemsize,
-                         two_pass_rows, cap16)
+                         two_pass_rows, cap16, warps32)
 
 
 @dataclass

@@ -30,9 +30,10 @@ from paper_repro.kernels.affine_scan import (
 from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
-# Up to how many fp32 long rows two passes beat the look-back (words_probe.csv: at 4x1048576
-# the look-back wins, 35.6 -> 30.8 us; at 1x4194304 two passes, 36.9 against 43.2).
-TWO_PASS_ROWS = 3
+# Up to how many fp32 rows of more than 2**20 steps two passes beat the look-back: none
+# (split_rows.csv, split-long, one-warp 512-step look-back tiles: 1x4194304 0.87x the two
+# passes' time, 4x1048576 0.96x that of 2048-step look-back tiles).
+TWO_PASS_ROWS = 0
 # The 16-bit long-row look-back's register cap (registers.csv, 64x131072 and 16x524288 bf16:
 # 27.4 -> 24.5 us and 28.2 -> 25.7 against 168 registers uncapped).
 CAP16 = 128

@@ -31,10 +31,14 @@ from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.gae import check_flags
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
-# Up to how many fp32 long rows two passes beat the look-back (words_probe.csv: TD(lambda)
-# looks back at 4x1048576, 34.8 -> 29.3 us; discounted returns keep two passes, 22.3 us).
-TWO_PASS_ROWS = 3
+# Up to how many fp32 rows of more than 2**20 steps two passes beat the look-back: TD(lambda)
+# none, as GAE (split_rows.csv, split-check); the discounted returns keep two passes up to four
+# (split-long, 1x4194304 in one-warp 512-step look-back tiles: 1.12x the time).
+TWO_PASS_ROWS = 0
 TWO_PASS_ROWS_NO_VALUES = 4
+# The discounted returns' fp32 long rows look back in one-warp tiles (split_rows.csv,
+# split-long, 16x262144 to 16x524288: 0.91-0.95x the time of two capped warps).
+WARPS32_NO_VALUES = 1
 # The 16-bit long-row look-back's register cap (registers.csv, 64x131072 and 16x524288 bf16:
 # discounted returns 20.9 -> 20.1 us against 168 registers uncapped; TD(lambda) lost, 1.03x).
 CAP16_NO_VALUES = 128
@@ -150,7 +154,8 @@ def _returns(rewards: torch.Tensor, next_values: Optional[torch.Tensor],
     no_values = next_values is None
     config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size(),
                           two_pass_rows=TWO_PASS_ROWS_NO_VALUES if no_values else TWO_PASS_ROWS,
-                          cap16=CAP16_NO_VALUES if no_values else 0)
+                          cap16=CAP16_NO_VALUES if no_values else 0,
+                          warps32=WARPS32_NO_VALUES if no_values else 2)
     t = rows.tensors
     job = Launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
