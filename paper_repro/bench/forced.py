@@ -5,13 +5,14 @@ from __future__ import annotations
 from paper_repro.kernels import _launch as L
 
 
-def prepared(algorithm: str, N: int, T: int, dtype: str, layout: str, flags: str):
+def prepared(algorithm: str, N: int, T: int, dtype: str, layout: str, flags: str,
+             variant: str = "plain"):
     """``(case, prep, want)``: the case's CUDA inputs, our call on them, and its float64
     outputs under the shipped tile."""
     from paper_repro.bench.inputs import make_case
     from paper_repro.bench.providers import _ours
 
-    case = make_case(algorithm, N, T, "plain", dtype, layout, flags, device="cuda")
+    case = make_case(algorithm, N, T, variant, dtype, layout, flags, device="cuda")
     prep = _ours(case)
     return case, prep, [y.double() for y in prep.outputs(prep.call())]
 

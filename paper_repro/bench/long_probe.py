@@ -49,16 +49,15 @@ Tiles under register caps (Triton's ``maxnreg``): ``registers`` the fp32 look-ba
 ``registers-check`` and ``registers-more`` the shipped tiles against themselves uncapped,
 ``registers-tiles`` other capped look-back tiles at 64x131072.
 
-    python -m paper_repro.bench.long_probe split-rows|split-wide|split-more|split-long|split-check \
-        [warm I/K] \
-        >> data/h200/split_rows.csv
+    python -m paper_repro.bench.long_probe split-NAME [warm I/K] >> data/h200/split_rows.csv
 
-``split-rows``: a few hundred rows of 2048-8192 steps, walked against split across programs;
+with NAME one of rows, wide, more, long, check, trunc. ``split-rows``: a few hundred rows of 2048-8192 steps, walked against split across programs;
 ``split-wide`` (same file): V-trace and GAE rows of 8192-65536 steps, whose half-size tiles
 take V-trace to two passes, against look-back and rows walked whole; ``split-more`` where
 those rules stop (up to four rows, fp64, V-trace's shorter rows); ``split-long`` the winners of
 ``split-more`` carried to longer and shorter rows, more rows and fp64 shapes; ``split-check``
-the rules taken from them against the tiles they replaced, where those were not timed.
+the rules taken from them against the tiles they replaced, where those were not timed;
+``split-trunc`` the same for the truncated variant, whose tile labels end in ``/trunc``.
 """
 from __future__ import annotations
 
@@ -522,17 +521,41 @@ def split_check_items() -> list:
     return [(a, n, t, dt, "NT", fl, c) for a, n, t, dt, fl, old in cases for c in [None] + old]
 
 
+def split_trunc_items() -> list:
+    """``split-trunc``: the truncated variant (one more flag input) under the new rules against
+    the tiles they replaced: V-trace walking 2048-4096-step rows in 1024-step tiles against
+    512-step tiles in two warps, up to four rows' look-back against two passes and 2048-step
+    look-back tiles; V-trace's plain 512x4096 beside them. Items carry the variant last."""
+    from paper_repro.kernels import _launch as L
+
+    items = []
+    for n, t in ((512, 4096), (512, 2048), (256, 4096), (128, 4096), (64, 2048)):
+        for dt, fl, size in (("fp32", "float", 4), ("bf16", "bool", 2)):
+            old = L.ScanConfig(1, 512, 2, t, False, L.run_length(512, size, False))
+            items += [("vtrace", n, t, dt, "NT", fl, c, "trunc") for c in (None, old)]
+    items += [("vtrace", 512, 4096, dt, "NT", fl, c, "plain")
+              for dt, fl, size in (("fp32", "float", 4), ("bf16", "bool", 2))
+              for c in (None, L.ScanConfig(1, 512, 2, 4096, False, L.run_length(512, size, False)))]
+    items += [("gae", 4, 262144, "fp32", "NT", "float", c, "trunc")
+              for c in (None, L.ScanConfig(1, 1024, 4, 8192, False, 4))]
+    items += [("vtrace", 1, 4194304, "fp32", "NT", "float", c, "trunc")
+              for c in (None, L.ScanConfig(1, 2048, 4, 2048, True, 4))]
+    return items
+
+
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
     from paper_repro.bench.forced import forced_time, prepared
 
     current = None
-    for a, n, t, dt, lay, fl, c in items()[share[0]::share[1]]:
-        if current != (a, n, t, dt, lay, fl):
-            current = (a, n, t, dt, lay, fl)
-            _, prep, want = prepared(a, n, t, dt, lay, fl)
+    for a, n, t, dt, lay, fl, c, *variant in items()[share[0]::share[1]]:
+        variant = variant[0] if variant else "plain"
+        if current != (a, n, t, dt, lay, fl, variant):
+            current = (a, n, t, dt, lay, fl, variant)
+            _, prep, want = prepared(a, n, t, dt, lay, fl, variant)
         diff, us = forced_time(prep, want, c, warm, repeats=3)
+        tile = label(c) + ("" if variant == "plain" else f"/{variant}")
         if not warm:
-            print(f"{a},{n},{t},{dt},{lay},{fl},{label(c)},{us:.3f},{diff:.3g}", flush=True)
+            print(f"{a},{n},{t},{dt},{lay},{fl},{tile},{us:.3f},{diff:.3g}", flush=True)
 
 
 def sixteen():
@@ -567,7 +590,8 @@ def main(argv=None):
               "registers-tiles": registers_tiles_items, "registers-more": registers_more_items,
               "split-rows": split_rows_items,
               "split-wide": split_wide_items, "split-more": split_more_items,
-              "split-long": split_long_items, "split-check": split_check_items}
+              "split-long": split_long_items, "split-check": split_check_items,
+              "split-trunc": split_trunc_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),
