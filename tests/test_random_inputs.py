@@ -329,7 +329,7 @@ def test_heuristic_splits():
     (V-trace four, ``warps32`` one), otherwise 512 in one; Retrace 256 steps in one warp;
     16-bit rows from 131072 steps 1024 in one warp (V-trace 512). Retrace's tiles that walk
     rows hold half the others' elements a warp; V-trace's 1024 steps in four warps from
-    five rows to four an SM."""
+    five rows to two an SM (16-bit four)."""
     def kind(N, T, tm=False, wide=False, retrace=False):
         c = L.choose_config(N, T, tm, 132, wide or retrace, retrace)
         if c.single_pass and c.seg_len > c.BLOCK_T:
@@ -359,10 +359,12 @@ def test_heuristic_splits():
         L.ScanConfig(1, 1024, 4, 8192, flip=2)
     assert L.choose_config(128, 16384, False, 132, True).single_pass
     walk = L.ScanConfig(1, 1024, 4, 4096, flip=4)
-    assert L.choose_config(512, 4096, False, 132, True) == walk  # V-trace, four rows an SM
+    assert L.choose_config(264, 4096, False, 132, True) == walk  # V-trace, two rows an SM
     assert L.choose_config(8, 4096, False, 132, True) == walk
-    assert L.choose_config(528, 4096, False, 132, True) == walk
-    assert L.choose_config(529, 4096, False, 132, True).BLOCK_T == 512
+    assert L.choose_config(265, 4096, False, 132, True).BLOCK_T == 512
+    assert L.choose_config(528, 4096, False, 132, True, itemsize=2) == \
+        L.ScanConfig(1, 1024, 4, 4096, flip=8)  # 16-bit: four rows an SM
+    assert L.choose_config(529, 4096, False, 132, True, itemsize=2).BLOCK_T == 512
     assert L.choose_config(512, 16384, False, 132, True).BLOCK_T == 512
     assert L.choose_config(512, 4096, False, 132, True, True).BLOCK_T == 512  # Retrace
     assert kind(4, 1048576, retrace=True) == "look-back"
@@ -401,7 +403,7 @@ def test_heuristic_splits():
     assert L.choose_config(128, 2048, False, 132, True, True) == \
         L.ScanConfig(1, 2048, 16, 2048, flip=4)
     assert L.choose_config(512, 4096, False, 132, True, True).num_warps == 4
-    assert L.choose_config(1024, 4096, False, 132, True).num_warps == 2  # V-trace
+    assert L.choose_config(512, 4096, False, 132, True).num_warps == 2  # V-trace
     # one-tile rows of the others: 256 elements a warp, 128 at most a row an SM
     assert L.choose_config(512, 512, False, 132, False).num_warps == 2
     assert L.choose_config(64, 512, False, 132, False).num_warps == 4

@@ -322,12 +322,14 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
         # to 2048 steps in one tile too (128x2048 9.52 -> 6.60 us in 16 warps).
         BLOCK_B, BLOCK_T = 1, _pow2(T)
         num_warps = BLOCK_T // (128 if sms >= B else per_warp)
-    elif T > 1024 and (not wide or (not retrace and T <= 8192 and 4 < B <= 4 * sms)):
+    elif T > 1024 and (not wide or (not retrace and T <= 8192 and
+                                    4 < B <= (4 if itemsize < 4 else 2) * sms)):
         # One row a program in tiles of 1024 (512x4096: prefix sum 6.9 -> 6.2 us, GAE 12.8 ->
-        # 11.9, bf16 GAE 11.4 -> 10.4); V-trace's too, up to four rows an SM (split_rows.csv,
-        # split-more and split-long against 512-step tiles in 2 warps: 64x2048 to 256x4096
-        # 0.64-0.81x the time, 512x4096 0.90-0.96x; 1024 rows and more 0.99-1.10x; split-wide,
-        # 256x8192 against two passes: 27.1 -> 18.3 us, bf16 15.1 -> 9.3, look-back 20.1, 12.8).
+        # 11.9, bf16 GAE 11.4 -> 10.4); V-trace's too, up to two rows an SM, 16-bit four
+        # (split_rows.csv, split-more, split-long and split-trunc against 512-step tiles in 2
+        # warps: 64x2048 to 256x4096 0.64-0.81x the time, truncated 0.62-0.76x; 512x4096 bf16
+        # 0.88-0.90x, fp32 0.96x but truncated 1.12x; 1024 rows and more 0.99-1.10x;
+        # split-wide, 256x8192 against two passes: 27.1 -> 18.3 us, bf16 15.1 -> 9.3).
         BLOCK_B, BLOCK_T, num_warps = 1, 1024, 4
     else:
         BLOCK_T = min(_pow2(T), 512)
