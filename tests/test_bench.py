@@ -415,6 +415,10 @@ def test_probes_time_forced_tiles(monkeypatch, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(LP.words_items()[::57]) == 4
     assert all(float(x.split(",")[-2]) > 0 and float(x.split(",")[-1]) < 0.5 for x in lines)
+    LP.words(share=(0, 14), items=LP.split_trunc_items)  # items carrying the variant
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(x.split(",")[6].endswith("/trunc") for x in lines)
+    assert all(float(x.split(",")[-2]) > 0 and float(x.split(",")[-1]) < 0.5 for x in lines)
     monkeypatch.setattr(LP, "LOOKBACK_SHAPES", [(4, 8192)])
     monkeypatch.setattr(LP, "LOOKBACK_ALGORITHMS", ["discounted_returns"])
     for mode, pick in (("lookback", LP.lookback_candidates),

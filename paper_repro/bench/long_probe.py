@@ -51,13 +51,16 @@ Tiles under register caps (Triton's ``maxnreg``): ``registers`` the fp32 look-ba
 
     python -m paper_repro.bench.long_probe split-NAME [warm I/K] >> data/h200/split_rows.csv
 
-with NAME one of rows, wide, more, long, check, trunc. ``split-rows``: a few hundred rows of 2048-8192 steps, walked against split across programs;
+with NAME one of rows, wide, more, long, check, trunc, twopass.
+
+``split-rows``: a few hundred rows of 2048-8192 steps, walked against split across programs;
 ``split-wide`` (same file): V-trace and GAE rows of 8192-65536 steps, whose half-size tiles
 take V-trace to two passes, against look-back and rows walked whole; ``split-more`` where
 those rules stop (up to four rows, fp64, V-trace's shorter rows); ``split-long`` the winners of
 ``split-more`` carried to longer and shorter rows, more rows and fp64 shapes; ``split-check``
 the rules taken from them against the tiles they replaced, where those were not timed;
-``split-trunc`` the same for the truncated variant, whose tile labels end in ``/trunc``.
+``split-trunc`` the same for the truncated variant, whose tile labels end in ``/trunc``;
+``split-twopass`` other segments and tiles for the two passes that four rows of 2**22 keep.
 """
 from __future__ import annotations
 
@@ -543,6 +546,25 @@ def split_trunc_items() -> list:
     return items
 
 
+def split_twopass_items() -> list:
+    """``split-twopass``: the two passes that up to four rows of 2**22 steps keep (fp32 returns
+    without values and prefix sums, 16-bit rows) in other segment lengths and tiles: 4096- and
+    16384-step segments of 1024-step tiles, 2048-step tiles in four and eight warps, 512-step
+    tiles in two."""
+    from paper_repro.kernels import _launch as L
+
+    def tp(bt, warps, seg, size):
+        return L.ScanConfig(1, bt, warps, seg, False, L.run_length(bt, size, False))
+
+    cases = [(a, n, t, "fp32", "float", 4) for a in ("discounted_returns", "prefix_sum")
+             for n, t in ((1, 4194304), (4, 1048576))]
+    cases += [(a, n, t, "bf16", "bool", 2) for a in ("discounted_returns", "gae", "vtrace")
+              for n, t in ((1, 4194304), (4, 1048576))]
+    return [(a, n, t, dt, "NT", fl, c) for a, n, t, dt, fl, size in cases
+            for c in (None, tp(1024, 4, 4096, size), tp(1024, 4, 16384, size),
+                      tp(2048, 4, 8192, size), tp(2048, 8, 16384, size), tp(512, 2, 4096, size))]
+
+
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
     from paper_repro.bench.forced import forced_time, prepared
 
@@ -591,7 +613,7 @@ def main(argv=None):
               "split-rows": split_rows_items,
               "split-wide": split_wide_items, "split-more": split_more_items,
               "split-long": split_long_items, "split-check": split_check_items,
-              "split-trunc": split_trunc_items}
+              "split-trunc": split_trunc_items, "split-twopass": split_twopass_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),
