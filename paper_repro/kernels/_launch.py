@@ -338,27 +338,20 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
             BLOCK_B //= 2
     row_blocks = triton_cdiv(B, BLOCK_B)
     chunks = triton_cdiv(T, BLOCK_T)
-    seg_chunks = chunks
     # up to four rows split from 4096 steps (split_rows.csv, split-long: 4x8192 0.55-0.65x the
     # time of walking them, V-trace 2x4096 0.59x)
     few_rows = B <= 4 and T >= 4096 and not retrace
     if row_blocks < 2 * sms and (chunks >= 16 or few_rows) and not many_long_rows:
-        split = _split_time(B, T, wide, retrace, itemsize, two_pass_rows, cap16, warps32)
-        if split is not None:
-            return split
-        # Reduce-then-scan over time segments of >= 4 tiles, ~8 programs an SM
-        # (4x1048576: 74.6 -> 56.0 us with 4096-step segments instead of 8192).
-        want = triton_cdiv(8 * sms, row_blocks)
-        seg_chunks = max(4, triton_cdiv(chunks, want))
+        return _split_time(B, T, wide, retrace, itemsize, two_pass_rows, cap16, warps32)
     if num_warps is None:
         num_warps = max(1, min(8, (BLOCK_B * BLOCK_T) // per_warp))
-    return ScanConfig(BLOCK_B, BLOCK_T, num_warps, seg_chunks * BLOCK_T)
+    return ScanConfig(BLOCK_B, BLOCK_T, num_warps, chunks * BLOCK_T)
 
 
 def _split_time(B: int, T: int, wide: bool, retrace: bool, itemsize: int, two_pass_rows: int,
-                cap16: int, warps32: int) -> ScanConfig | None:
-    """The tile for rows too few to fill the GPU whose time is split across programs (or,
-    V-trace's, walked whole); None: reduce-then-scan over segments."""
+                cap16: int, warps32: int) -> ScanConfig:
+    """The tile for rows too few to fill the GPU, whose time is split across programs: by
+    look-back (``single_pass``) or in two passes over segments."""
     if B <= 4 and not retrace:
         if B * T > 1 << 20 and (itemsize != 4 or two_pass_rows >= B):
             # Up to four rows of more than 2**20 steps in all: two passes over 8192-step
