@@ -397,23 +397,26 @@ def registers_more_items() -> list:
     return _capped(cases)
 
 
+def _row_tile(bt: int, warps: int, seg: int, single: bool, itemsize: int):
+    """A one-row tile of ``bt`` steps over segments of ``seg``, by look-back (``single``) or in
+    two passes (``seg`` >= T: the row walked whole), in the batch-major runs of ``itemsize``."""
+    from paper_repro.kernels import _launch as L
+
+    return L.ScanConfig(1, bt, warps, seg, single, L.run_length(bt, itemsize, False))
+
+
 def split_rows_items() -> list:
     """``split-rows``: rows a program walks (a few hundred rows of 2048-8192 steps) against
     time split across programs: one tile a program by look-back, or two passes over
     segments of two tiles; fp32 and bf16."""
-    from paper_repro.kernels import _launch as L
-
-    def tile(bt, warps, seg, single, itemsize):
-        return L.ScanConfig(1, bt, warps, seg, single, L.run_length(bt, itemsize, False))
-
     items = []
     for n, t in ((512, 2048), (512, 4096), (256, 8192)):
         for dt, fl, size in (("fp32", "float", 4), ("bf16", "bool", 2)):
-            tiles = [tile(1024, 2, 1024, True, size), tile(1024, 4, 1024, True, size),
-                     tile(512, 2, 512, True, size), tile(1024, 4, 2048, False, size),
-                     tile(512, 2, 1024, False, size)]
+            tiles = [_row_tile(1024, 2, 1024, True, size), _row_tile(1024, 4, 1024, True, size),
+                     _row_tile(512, 2, 512, True, size), _row_tile(1024, 4, 2048, False, size),
+                     _row_tile(512, 2, 1024, False, size)]
             if t >= 4096:
-                tiles.append(tile(2048, 4, 2048, True, size))
+                tiles.append(_row_tile(2048, 4, 2048, True, size))
             items += [(a, n, t, dt, "NT", fl, c) for a in LONG_ESTIMATORS
                       for c in [None] + tiles]
     return items
@@ -466,10 +469,8 @@ def split_long_items() -> list:
     beating two passes, carried further: up to four rows of 131072 to 4194304 steps (fp32 and
     bf16) and of 4096-16384, fp64 beyond 16x65536; V-trace's rows walked in 1024-step tiles
     from more rows; fp32 discounted returns in one-warp 1024-step tiles uncapped."""
-    from paper_repro.kernels import _launch as L
-
     def lb(bt, warps, size):
-        return L.ScanConfig(1, bt, warps, bt, True, L.run_length(bt, size, False))
+        return _row_tile(bt, warps, bt, True, size)
 
     items = []
     for n, t in ((4, 131072), (1, 262144), (4, 262144), (1, 1048576), (4, 1048576),
@@ -488,7 +489,7 @@ def split_long_items() -> list:
                   for a in ("discounted_returns", "gae", "vtrace") for c in (None, lb(512, 1, 8))]
     for n, t in ((1024, 4096), (2048, 2048), (4096, 4096), (128, 4096), (64, 2048)):
         for dt, fl, size in (("fp32", "float", 4), ("bf16", "bool", 2)):
-            walk = L.ScanConfig(1, 1024, 4, t, False, L.run_length(1024, size, False))
+            walk = _row_tile(1024, 4, t, False, size)
             items += [("vtrace", n, t, dt, "NT", fl, c) for c in (None, walk)]
     for n, t in ((64, 131072), (16, 524288), (32, 131072), (16, 262144)):
         items += [("discounted_returns", n, t, "fp32", "NT", "float", c)
@@ -504,7 +505,7 @@ def split_check_items() -> list:
     from paper_repro.kernels import _launch as L
 
     def two_pass(seg, size):
-        return L.ScanConfig(1, 1024, 4, seg, False, L.run_length(1024, size, False))
+        return _row_tile(1024, 4, seg, False, size)
 
     cases = [("lambda_returns", 4, 1048576, "fp32", "float",
               [L.ScanConfig(1, 2048, 4, 2048, True, 4)]),
@@ -534,11 +535,11 @@ def split_trunc_items() -> list:
     items = []
     for n, t in ((512, 4096), (512, 2048), (256, 4096), (128, 4096), (64, 2048)):
         for dt, fl, size in (("fp32", "float", 4), ("bf16", "bool", 2)):
-            old = L.ScanConfig(1, 512, 2, t, False, L.run_length(512, size, False))
+            old = _row_tile(512, 2, t, False, size)
             items += [("vtrace", n, t, dt, "NT", fl, c, "trunc") for c in (None, old)]
     items += [("vtrace", 512, 4096, dt, "NT", fl, c, "plain")
               for dt, fl, size in (("fp32", "float", 4), ("bf16", "bool", 2))
-              for c in (None, L.ScanConfig(1, 512, 2, 4096, False, L.run_length(512, size, False)))]
+              for c in (None, _row_tile(512, 2, 4096, False, size))]
     items += [("gae", 4, 262144, "fp32", "NT", "float", c, "trunc")
               for c in (None, L.ScanConfig(1, 1024, 4, 8192, False, 4))]
     items += [("vtrace", 1, 4194304, "fp32", "NT", "float", c, "trunc")
@@ -551,10 +552,8 @@ def split_twopass_items() -> list:
     without values and prefix sums, 16-bit rows) in other segment lengths and tiles: 4096- and
     16384-step segments of 1024-step tiles, 2048-step tiles in four and eight warps, 512-step
     tiles in two."""
-    from paper_repro.kernels import _launch as L
-
     def tp(bt, warps, seg, size):
-        return L.ScanConfig(1, bt, warps, seg, False, L.run_length(bt, size, False))
+        return _row_tile(bt, warps, seg, False, size)
 
     cases = [(a, n, t, "fp32", "float", 4) for a in ("discounted_returns", "prefix_sum")
              for n, t in ((1, 4194304), (4, 1048576))]
