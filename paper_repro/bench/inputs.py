@@ -196,6 +196,20 @@ def case_tensors(case):
     return [x for x in values if torch.is_tensor(x)]
 
 
+def copy_case(case):
+    """The same case on fresh memory: each tensor copied into storage of its own size, at its
+    own strides and offset (so alignment, and the kernel it selects, stay the same)."""
+    def fresh(x):
+        if not torch.is_tensor(x):
+            return x
+        storage = torch.empty(x.untyped_storage().nbytes() // x.element_size(), dtype=x.dtype,
+                              device=x.device)
+        y = storage.as_strided(x.shape, x.stride(), x.storage_offset()).copy_(x)
+        return y.requires_grad_() if x.requires_grad else y
+    return replace(case, args=tuple(fresh(a) for a in case.args),
+                   kwargs={k: fresh(v) for k, v in case.kwargs.items()})
+
+
 def to_device(case, device):
     """The same case with every tensor moved to ``device``."""
     def move(x):

@@ -51,7 +51,7 @@ Tiles under register caps (Triton's ``maxnreg``): ``registers`` the fp32 look-ba
 
     python -m paper_repro.bench.long_probe split-NAME [warm I/K] >> data/h200/split_rows.csv
 
-with NAME one of rows, wide, more, long, check, trunc, twopass.
+with NAME one of rows, wide, more, long, check, trunc, twopass, tile.
 
 ``split-rows``: a few hundred rows of 2048-8192 steps, walked against split across programs;
 ``split-wide`` (same file): V-trace and GAE rows of 8192-65536 steps, whose half-size tiles
@@ -60,7 +60,8 @@ those rules stop (up to four rows, fp64, V-trace's shorter rows); ``split-long``
 ``split-more`` carried to longer and shorter rows, more rows and fp64 shapes; ``split-check``
 the rules taken from them against the tiles they replaced, where those were not timed;
 ``split-trunc`` the same for the truncated variant, whose tile labels end in ``/trunc``;
-``split-twopass`` other segments and tiles for the two passes that four rows of 2**22 keep.
+``split-twopass`` other segments and tiles for the two passes that four rows of 2**22 keep;
+``split-tile`` 2048-step tiles for those two passes, for every estimator that keeps them.
 """
 from __future__ import annotations
 
@@ -564,6 +565,21 @@ def split_twopass_items() -> list:
                       tp(2048, 4, 8192, size), tp(2048, 8, 16384, size), tp(512, 2, 4096, size))]
 
 
+def split_tile_items() -> list:
+    """``split-tile``: the two passes over 8192-step segments that up to four rows of more than
+    2**20 steps take, in 2048-step tiles of four warps (and 4096-step segments of them) against
+    the shipped 1024-step tiles: every estimator that keeps two passes there, fp32 and bf16,
+    from 2**21 to 2**22 steps in all."""
+    cases = [(a, "fp32", "float", 4) for a in ("prefix_sum", "eligibility_traces",
+                                               "discounted_returns")]
+    cases += [(a, "bf16", "bool", 2) for a in ("prefix_sum", "eligibility_traces",
+                                               "discounted_returns", "lambda_returns", "gae")]
+    return [(a, n, t, dt, "NT", fl, c) for a, dt, fl, size in cases
+            for n, t in ((1, 4194304), (4, 1048576), (1, 2097152), (4, 524288))
+            for c in (None, _row_tile(2048, 4, 8192, False, size),
+                      _row_tile(2048, 4, 4096, False, size))]
+
+
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
     from paper_repro.bench.forced import forced_time, prepared
 
@@ -612,7 +628,8 @@ def main(argv=None):
               "split-rows": split_rows_items,
               "split-wide": split_wide_items, "split-more": split_more_items,
               "split-long": split_long_items, "split-check": split_check_items,
-              "split-trunc": split_trunc_items, "split-twopass": split_twopass_items}
+              "split-trunc": split_trunc_items, "split-twopass": split_twopass_items,
+              "split-tile": split_tile_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),

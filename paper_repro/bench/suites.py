@@ -124,15 +124,18 @@ SUITES = {s.name: s for s in [
           ("ours",) + COMPILED + ("rl-triton", "pufferlib", "torchrl"),
           quick_specs=_specs(((16, 8192), (4, 65536)), ("gae", "prefix_sum")),
           only={"assoc-scan-compiled": ("gae", "prefix_sum"), "torchrl": ("gae",)}),
-    Suite("retrace_t", "Retrace across T at N=512 (the paper's register cliff, claims R-*)",
+    Suite("retrace_t", "Retrace across T at N=512 (the paper's register cliff, claims R-*); "
+          "device_cold: inputs from DRAM",
           _specs(RETRACE_T, ("retrace",)), ("ours",) + COMPILED + ("rl-triton",),
+          ("full_call", "device", "device_cold"),
           quick_specs=_specs(((64, 1024), (64, 4096)), ("retrace",))),
     Suite("launch", "launch overhead: full call minus device time, GAE on the 12-shape grid "
           "(paper Fig. 1)", _specs(GRID, ("gae",)), ("ours", "rl-triton") + COMPILED,
           ("full_call", "device", "launches"), _specs(((64, 512), (4096, 128)), ("gae",)),
           derived=("overhead",)),
     Suite("roofline", "achieved fraction of copy bandwidth: every estimator, fp32 [N,T] and "
-          "[T,N], bf16 with bool flags", _roofline_specs(ROOFLINE), ("ours", "rl-triton"),
+          "[T,N], bf16 with bool flags; device_cold: inputs from DRAM", _roofline_specs(ROOFLINE),
+          ("ours", "rl-triton"), ("full_call", "device", "device_cold"),
           quick_specs=_roofline_specs(((4096, 128),))[:6], derived=("roofline",)),
 ]}
 ALL = tuple(SUITES)

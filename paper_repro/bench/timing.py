@@ -4,6 +4,8 @@
   ``synchronize()``; the median per trial, and the minimum over trials is reported.
 * :func:`device_ms` -- device time per call from replaying a CUDA graph of ``reps`` calls
   (no launch overhead); back-to-back event timing where capture is impossible.
+* :func:`device_cold_ms` -- the same, with every call's inputs read from DRAM: the calls cycle
+  through copies of the inputs that together overfill L2 (:func:`cold_copies`).
 * :func:`profile_kernels` -- the paper's method: the sum of kernel times from
   ``torch.profiler``, and the kernel launches per call (run it after all other timing).
 * :func:`amortized_ms` -- ``reps`` back-to-back calls inside one event pair, min over trials.
@@ -16,6 +18,8 @@ about ``trial_seconds``.
 """
 from __future__ import annotations
 
+import itertools
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -95,11 +99,11 @@ def amortized_ms(call, reps=100, trials=5, trial_seconds=0.5):
     return Timing(min(results), trials, reps, "cuda-events-amortized", results)
 
 
-def _graph_device_ms(call, reps, trials):
+def _graph_device_ms(call, reps, trials, warmup=3):
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(3):
+        for _ in range(warmup):
             call()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
@@ -164,6 +168,35 @@ def device_ms(call, reps=20, trials=5, trial_seconds=0.5, graph=True):
         except Exception:  # capture refused
             torch.cuda.synchronize()
     timed = amortized_ms(call, reps=reps, trials=trials, trial_seconds=trial_seconds)
+    timed.method = "cuda-events-amortized"
+    return timed
+
+
+def cold_copies(n_bytes, l2_bytes, factor=3):
+    """How many copies of a call's inputs of ``n_bytes`` to cycle through so that, between two
+    reads of one copy, the others move ``factor`` times the L2's ``l2_bytes``."""
+    return 1 + math.ceil(factor * l2_bytes / max(1, n_bytes))
+
+
+def device_cold_ms(calls, reps=20, trials=5, trial_seconds=0.5, graph=True):
+    """:func:`device_ms` of calls that take turns: ``calls[i]`` runs on copy ``i`` of the
+    inputs, so a call's inputs were last read ``len(calls) - 1`` calls before and come from
+    DRAM (the repeats of :func:`device_ms` read them from L2 where they fit). The replay holds
+    a whole number of turns, so the cycle continues across replays."""
+    turn = itertools.cycle(calls)
+
+    def call():
+        return next(turn)()
+
+    k = len(calls)
+    reps = _budgeted(reps, _estimate_seconds(call, "cuda", calls=k), trial_seconds, floor=1)
+    reps = k * math.ceil(reps / k)
+    if graph:
+        try:
+            return _graph_device_ms(call, reps, trials, warmup=k)
+        except Exception:  # capture refused
+            torch.cuda.synchronize()
+    timed = amortized_ms(call, reps=reps, trials=trials, trial_seconds=float("inf"))
     timed.method = "cuda-events-amortized"
     return timed
 
