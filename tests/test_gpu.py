@@ -34,6 +34,16 @@ def test_few_rows_long_split(est):
         assert_close(est.name, g, w, 1e-4)
 
 
+@pytest.mark.parametrize("N,T", [(3, 400_001), (3, 700_001)])
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_up_to_four_long_rows(est, N, T):
+    """Up to four rows of more than 2**20 steps in all, under the heuristic's own tiles (two
+    passes over 4096- and 8192-step segments for the estimators that keep them)."""
+    d = make_inputs(N, T, device="cuda")
+    for g, w in zip(outputs(est.call(P, d)), outputs(est.call(ref, d))):
+        assert_close(est.name, g, w, 1e-4)
+
+
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 def test_bit_identical_reruns(est):
     d = make_inputs(512, 1000, device="cuda")

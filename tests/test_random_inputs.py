@@ -110,6 +110,20 @@ def test_time_split_across_programs(est, config, kernels):
         check(est, d, TOL[torch.float32])
 
 
+TWO_PASS_TILES = [(torch.float32, 4), (torch.bfloat16, 8)]
+
+
+@pytest.mark.parametrize("dtype,run", TWO_PASS_TILES, ids=["fp32", "bf16"])
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_two_pass_tiles_of_long_rows(est, dtype, run, kernels):
+    """The two passes' tile of up to four long rows: 2048 steps in four warps over 4096-step
+    segments, in the runs of its dtype, the last segment and tile partial."""
+    d = make_inputs(2, 9000, dtype=dtype, device=device_of(kernels))
+    with kernels_on(kernels), L.force_config(L.ScanConfig(1, 2048, 4, 4096, flip=run)):
+        check(est, d, TOL[dtype])
+
+
 SPLIT_RULES = [("gae", 5, 16400, torch.float32, True), ("vtrace", 5, 7700, torch.float32, False),
                ("discounted_returns", 6, 16384, torch.float32, True),
                ("vtrace", 2, 4100, torch.float32, True), ("gae", 3, 5000, torch.float64, True),
@@ -435,8 +449,22 @@ def test_heuristic_splits():
     assert L.choose_config(3, 4194304, False, 132, False, two_pass_rows=3).seg_len == 8192
     assert L.choose_config(4, 1048576, False, 132, False, itemsize=8, two_pass_rows=0) == \
         L.ScanConfig(1, 1024, 4, 8192, flip=2)  # fp64: two passes up to four rows
+    # 16-bit: two passes up to four rows, in 2048-step tiles over 8192-step segments (4096 up
+    # to 2**21 elements), V-trace's in 1024-step ones; fp32 in the estimator's tile
     assert L.choose_config(4, 1048576, False, 132, False, itemsize=2, two_pass_rows=0) == \
-        L.ScanConfig(1, 1024, 4, 8192, flip=8)  # 16-bit: two passes up to four rows
+        L.ScanConfig(1, 2048, 4, 8192, flip=8)
+    assert L.choose_config(4, 524288, False, 132, False, itemsize=2, two_pass_rows=0) == \
+        L.ScanConfig(1, 2048, 4, 4096, flip=8)
+    assert L.choose_config(1, 4194304, False, 132, True, itemsize=2) == \
+        L.ScanConfig(1, 1024, 4, 8192, flip=8)
+    assert L.choose_config(1, 4194304, False, 132, False) == \
+        L.ScanConfig(1, 2048, 4, 8192, flip=4)
+    assert L.choose_config(3, 600000, False, 132, False) == \
+        L.ScanConfig(1, 2048, 4, 4096, flip=4)
+    assert L.choose_config(4, 1048576, False, 132, False, two_pass_steps32=1024) == \
+        L.ScanConfig(1, 1024, 4, 8192, flip=4)
+    assert L.choose_config(4, 524288, False, 132, False, two_pass_steps32=1024) == \
+        L.ScanConfig(1, 1024, 4, 8192, flip=4)
     assert L.choose_config(64, 131072, False, 132, False, itemsize=2).single_pass  # GAE
     assert L.choose_config(16, 524288, False, 132, False, itemsize=2) == \
         L.ScanConfig(1, 1024, 1, 1024, True, flip=8)  # no two-pass tile
@@ -447,6 +475,7 @@ def test_heuristic_splits():
 TWO_PASS_ROWS = {"vtrace": 0, "vtrace_clip_last_value": 0, "lambda_returns": 0, "gae": 0,
                  "gae_last_value": 0}
 WARPS32 = {"discounted_returns": 1}
+TWO_PASS_STEPS32 = {"discounted_returns": 1024}
 CAP16 = dict.fromkeys(("vtrace", "vtrace_clip_last_value", "gae", "gae_last_value",
                        "discounted_returns"), 128)
 
@@ -456,13 +485,14 @@ CAP16 = dict.fromkeys(("vtrace", "vtrace_clip_last_value", "gae", "gae_last_valu
 def test_long_row_choices(est, kernels, monkeypatch):
     """Each estimator hands the heuristic up to how many fp32 long rows it takes two passes
     (V-trace, GAE and TD(lambda) none, the others four), its 16-bit look-back's register cap
-    (V-trace, GAE and the discounted returns 128, the others none) and its fp32 look-back's
-    warps (the discounted returns one, the others two)."""
+    (V-trace, GAE and the discounted returns 128, the others none), its fp32 look-back's
+    warps (the discounted returns one, the others two) and its fp32 two-pass tile's steps (the
+    discounted returns 1024, the others 2048)."""
     seen, config_for = [], L.config_for
 
     def spy(*args, **kwargs):
         seen.append((kwargs.get("two_pass_rows", 4), kwargs.get("cap16", 0),
-                     kwargs.get("warps32", 2)))
+                     kwargs.get("warps32", 2), kwargs.get("two_pass_steps32", 2048)))
         return config_for(*args, **kwargs)
 
     monkeypatch.setattr(L, "config_for", spy)
@@ -470,7 +500,8 @@ def test_long_row_choices(est, kernels, monkeypatch):
     with kernels_on(kernels):
         est.call(P, make_inputs(3, 8, device=device_of(kernels)))
     assert seen and set(seen) == {(TWO_PASS_ROWS.get(est.name, 4), CAP16.get(est.name, 0),
-                                   WARPS32.get(est.name, 2))}
+                                   WARPS32.get(est.name, 2),
+                                   TWO_PASS_STEPS32.get(est.name, 2048))}
 
 
 def test_flip_rule():

@@ -256,7 +256,8 @@ def num_sms(device: torch.device) -> int:
 @functools.lru_cache(maxsize=4096)
 def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
                   retrace: bool = False, itemsize: int = 4,
-                  two_pass_rows: int = 4, cap16: int = 0, warps32: int = 2) -> ScanConfig:
+                  two_pass_rows: int = 4, cap16: int = 0, warps32: int = 2,
+                  two_pass_steps32: int = 2048) -> ScanConfig:
     """Tile heuristic, from the H200 sweeps in data/h200 (tuning.csv, split_probe*.csv: GAE and
     prefix-sum fp32; tile_probe.csv: every estimator, fp32 and bf16, both layouts). ``wide``:
     many live inputs (V-trace, Retrace), so half the tile; ``retrace``: one-warp tiles up to 256
@@ -265,11 +266,12 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
     batch-major backward tiles; ``two_pass_rows``: up to how many fp32 rows of more than
     2**20 steps in all the estimator takes two passes rather than the look-back; ``cap16``:
     the register cap of its 16-bit long-row look-back tile (0: none); ``warps32``: the warps
-    of its fp32 1024-step long-row look-back tile (2: capped from 2**22 elements)."""
+    of its fp32 1024-step long-row look-back tile (2: capped from 2**22 elements);
+    ``two_pass_steps32``: the steps of its fp32 tile in the two passes of up to four rows."""
     if time_major:
         return _time_major_config(B, T, sms, wide, retrace, itemsize)
     config = _batch_major_config(B, T, sms, wide, retrace, itemsize, two_pass_rows, cap16,
-                                 warps32)
+                                 warps32, two_pass_steps32)
     return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
 
 
@@ -286,7 +288,8 @@ def run_length(BLOCK_T: int, itemsize: int, retrace: bool) -> int:
 
 
 def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, itemsize: int,
-                        two_pass_rows: int = 4, cap16: int = 0, warps32: int = 2) -> ScanConfig:
+                        two_pass_rows: int = 4, cap16: int = 0, warps32: int = 2,
+                        two_pass_steps32: int = 2048) -> ScanConfig:
     if retrace and 16 < T <= 256:
         # One warp (4096x128: 12.8 -> 11.4 us); two rows of 32 steps (32768x32: 63 -> 24 us;
         # roofline.csv).
@@ -342,24 +345,36 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
     # time of walking them, V-trace 2x4096 0.59x)
     few_rows = B <= 4 and T >= 4096 and not retrace
     if row_blocks < 2 * sms and (chunks >= 16 or few_rows) and not many_long_rows:
-        return _split_time(B, T, wide, retrace, itemsize, two_pass_rows, cap16, warps32)
+        return _split_time(B, T, wide, retrace, itemsize, two_pass_rows, cap16, warps32,
+                           two_pass_steps32)
     if num_warps is None:
         num_warps = max(1, min(8, (BLOCK_B * BLOCK_T) // per_warp))
     return ScanConfig(BLOCK_B, BLOCK_T, num_warps, chunks * BLOCK_T)
 
 
 def _split_time(B: int, T: int, wide: bool, retrace: bool, itemsize: int, two_pass_rows: int,
-                cap16: int, warps32: int) -> ScanConfig:
+                cap16: int, warps32: int, two_pass_steps32: int = 2048) -> ScanConfig:
     """The tile for rows too few to fill the GPU, whose time is split across programs: by
     look-back (``single_pass``) or in two passes over segments."""
     if B <= 4 and not retrace:
         if B * T > 1 << 20 and (itemsize != 4 or two_pass_rows >= B):
-            # Up to four rows of more than 2**20 steps in all: two passes over 8192-step
-            # segments of 1024-step tiles, whose reads the look-back's per-tile latency does
-            # not hide (split_rows.csv, split-long: 1x4194304 discounted returns and prefix sum
-            # 1.12x the time in one-warp 512-step look-back tiles, bf16 1.24-1.38x, 4x1048576
-            # 0.97-1.10x). fp32 estimators with more inputs look back (``two_pass_rows``).
-            return ScanConfig(1, 1024, 4, 8192)
+            # Up to four rows of more than 2**20 steps in all: two passes, whose reads the
+            # look-back's per-tile latency does not hide (split_rows.csv, split-long: 1x4194304
+            # discounted returns and prefix sum 1.12x the time in one-warp 512-step look-back
+            # tiles, bf16 1.24-1.38x, 4x1048576 0.97-1.10x). fp32 estimators with more inputs
+            # look back (``two_pass_rows``). 2048-step tiles in four warps over segments of
+            # 8192, 4096 up to 2**21 elements, for about four programs an SM (split-tile,
+            # against 1024-step tiles over 8192: 0.84-0.97x the time in fp32 and bf16 from
+            # 2**21 to 2**22 elements; 4x524288 in 4096-step segments 0.88x the 8192-step
+            # ones' time); 1024 for the fp32 discounted returns (``two_pass_steps32``:
+            # 4x1048576 1.16x, 1x4194304 1.08x in 2048), 16-bit V-trace (split-twopass:
+            # 1.17-1.25x) and fp64 (not timed in 2048).
+            if wide or itemsize == 8:
+                steps = 1024
+            else:
+                steps = two_pass_steps32 if itemsize == 4 else 2048
+            seg = 4096 if steps == 2048 and B * T <= 1 << 21 else 8192
+            return ScanConfig(1, steps, 4, seg)
         # Fewer steps, or fp32 with more inputs: look back in one-warp 512-step tiles
         # (split_rows.csv, split-more and split-long, against two passes: 1x16384 to 4x262144
         # 0.47-0.72x the time in fp32, bf16 and fp64, 1x1048576 0.76-0.94x; against 2048-step
@@ -513,12 +528,13 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
 
 def config_for(B: int, T: int, stride, device, wide: bool = False,
                retrace: bool = False, itemsize: int = 4,
-               two_pass_rows: int = 4, cap16: int = 0, warps32: int = 2) -> ScanConfig:
+               two_pass_rows: int = 4, cap16: int = 0, warps32: int = 2,
+               two_pass_steps32: int = 2048) -> ScanConfig:
     forced = _FORCED_CONFIG[0]
     if forced is not None:
         return forced
     return choose_config(B, T, is_time_major(stride), num_sms(device), wide, retrace, itemsize,
-                         two_pass_rows, cap16, warps32)
+                         two_pass_rows, cap16, warps32, two_pass_steps32)
 
 
 @dataclass

@@ -39,6 +39,9 @@ TWO_PASS_ROWS_NO_VALUES = 4
 # The discounted returns' fp32 long rows look back in one-warp tiles (split_rows.csv,
 # split-long, 16x262144 to 16x524288: 0.91-0.95x the time of two capped warps).
 WARPS32_NO_VALUES = 1
+# ... and their fp32 two passes 1024-step tiles (split_rows.csv, split-tile, 2048-step tiles:
+# 4x1048576 1.16x the time, 1x4194304 1.08x).
+TWO_PASS_STEPS32_NO_VALUES = 1024
 # The 16-bit long-row look-back's register cap (registers.csv, 64x131072 and 16x524288 bf16:
 # discounted returns 20.9 -> 20.1 us against 168 registers uncapped; TD(lambda) lost, 1.03x).
 CAP16_NO_VALUES = 128
@@ -155,7 +158,8 @@ def _returns(rewards: torch.Tensor, next_values: Optional[torch.Tensor],
     config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size(),
                           two_pass_rows=TWO_PASS_ROWS_NO_VALUES if no_values else TWO_PASS_ROWS,
                           cap16=CAP16_NO_VALUES if no_values else 0,
-                          warps32=WARPS32_NO_VALUES if no_values else 2)
+                          warps32=WARPS32_NO_VALUES if no_values else 2,
+                          two_pass_steps32=TWO_PASS_STEPS32_NO_VALUES if no_values else 2048)
     t = rows.tensors
     job = Launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
