@@ -474,6 +474,10 @@ def test_probes_time_forced_tiles(monkeypatch, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and all(x.split(",")[6].endswith("/trunc") for x in lines)
     assert all(float(x.split(",")[-2]) > 0 and float(x.split(",")[-1]) < 0.5 for x in lines)
+    LP.words(share=(0, 84), items=LP.cold_tiles_items, cold=True)  # timed twice, from DRAM
+    lines = capsys.readouterr().out.splitlines()
+    assert [x.split(",")[6] for x in lines] == ["shipped", "shipped/cold"]
+    assert all(float(x.split(",")[-2]) > 0 and float(x.split(",")[-1]) == 0 for x in lines)
     monkeypatch.setattr(LP, "LOOKBACK_SHAPES", [(4, 8192)])
     monkeypatch.setattr(LP, "LOOKBACK_ALGORITHMS", ["discounted_returns"])
     for mode, pick in (("lookback", LP.lookback_candidates),

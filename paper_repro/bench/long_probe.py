@@ -49,6 +49,11 @@ Tiles under register caps (Triton's ``maxnreg``): ``registers`` the fp32 look-ba
 ``registers-check`` and ``registers-more`` the shipped tiles against themselves uncapped,
 ``registers-tiles`` other capped look-back tiles at 64x131072.
 
+    python -m paper_repro.bench.long_probe cold-tiles [warm I/K] >> data/h200/cold_tiles.csv
+
+``cold-tiles``: 512x4096 rows in walked tiles of 512-4096 steps and a one-tile look-back, each
+timed twice: inputs in L2 across repeats, and read from DRAM (tile label ending ``/cold``).
+
     python -m paper_repro.bench.long_probe split-NAME [warm I/K] >> data/h200/split_rows.csv
 
 with NAME one of rows, wide, more, long, check, trunc, twopass, tile.
@@ -580,19 +585,42 @@ def split_tile_items() -> list:
                       _row_tile(2048, 4, 4096, False, size))]
 
 
-def words(warm: bool = False, share: tuple = (0, 1), items=words_items):
-    from paper_repro.bench.forced import forced_time, prepared
+def cold_tiles_items() -> list:
+    """``cold-tiles``: 512x4096 batch-major rows, whose inputs (fp32 27-57 MB) may stay in L2
+    across timed repeats, under the shipped tile (rows walked in 1024-step tiles) and other
+    walked tiles of 512-4096 steps and a one-tile look-back, each timed with the inputs in L2
+    and from DRAM (``cold``), fp32 and bf16."""
+    items = []
+    for dt, fl, size in (("fp32", "float", 4), ("bf16", "bool", 2)):
+        tiles = [_row_tile(bt, w, 4096, False, size) for bt, w in
+                 ((512, 2), (2048, 4), (2048, 8), (4096, 8), (4096, 16))]
+        tiles.append(_row_tile(1024, 4, 1024, True, size))
+        items += [(a, 512, 4096, dt, "NT", fl, c)
+                  for a in ("discounted_returns", "lambda_returns", "gae", "prefix_sum",
+                            "eligibility_traces", "vtrace") for c in [None] + tiles]
+    return items
+
+
+def words(warm: bool = False, share: tuple = (0, 1), items=words_items, cold: bool = False):
+    """Time ``items()`` (every ``share[1]``-th from ``share[0]``) under their forced tiles and
+    print a line each; ``cold``: a second line each (tile label ending ``/cold``) with every
+    call's inputs read from DRAM."""
+    from paper_repro.bench.forced import cold_copies, forced_time, prepared
 
     current = None
     for a, n, t, dt, lay, fl, c, *variant in items()[share[0]::share[1]]:
         variant = variant[0] if variant else "plain"
         if current != (a, n, t, dt, lay, fl, variant):
             current = (a, n, t, dt, lay, fl, variant)
-            _, prep, want = prepared(a, n, t, dt, lay, fl, variant)
-        diff, us = forced_time(prep, want, c, warm, repeats=3)
+            case, prep, want = prepared(a, n, t, dt, lay, fl, variant)
+            copies = cold_copies(case) if cold and not warm else ()
         tile = label(c) + ("" if variant == "plain" else f"/{variant}")
-        if not warm:
-            print(f"{a},{n},{t},{dt},{lay},{fl},{tile},{us:.3f},{diff:.3g}", flush=True)
+        timed = [("", ())] + ([("/cold", copies)] if copies else [])
+        for suffix, others in timed:
+            diff, us = forced_time(prep, want, c, warm, repeats=3, copies=others)
+            if warm:
+                break
+            print(f"{a},{n},{t},{dt},{lay},{fl},{tile}{suffix},{us:.3f},{diff:.3g}", flush=True)
 
 
 def sixteen():
@@ -629,11 +657,11 @@ def main(argv=None):
               "split-wide": split_wide_items, "split-more": split_more_items,
               "split-long": split_long_items, "split-check": split_check_items,
               "split-trunc": split_trunc_items, "split-twopass": split_twopass_items,
-              "split-tile": split_tile_items}
+              "split-tile": split_tile_items, "cold-tiles": cold_tiles_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),
-                     probes[argv[0]])
+                     probes[argv[0]], cold=argv[0].startswith("cold"))
     mode = argv[0] if argv and argv[0] in ("lookback", "segment") else None
     argv = argv[1:] if mode else argv
     warm = bool(argv) and argv[0] == "warm"
