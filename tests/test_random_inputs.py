@@ -332,6 +332,14 @@ def test_prefetch_switch(est, prefetch, config, kernels):
         check(est, d, TOL[torch.float32])
 
 
+# estimators' long-row choices (LongRows) the heuristic tests pass
+CAPPED16 = L.LongRows(cap16=128)
+ONE_WARP32 = L.LongRows(warps32=1)
+THREE_ROWS = L.LongRows(two_pass_rows=3)
+NO_TWO_PASS = L.LongRows(two_pass_rows=0)
+STEPS1024 = L.LongRows(two_pass_steps32=1024)
+
+
 def test_heuristic_splits():
     """Which launch the H200 heuristic picks: look-back for rows too few to fill the GPU
     from 16384 steps (up to four rows from 4096; Retrace's from one row block), for time-major
@@ -426,11 +434,11 @@ def test_heuristic_splits():
     # (capped at the estimator's cap16 from 2**22 elements)
     assert L.choose_config(64, 131072, False, 132, False, itemsize=2) == \
         L.ScanConfig(1, 1024, 1, 1024, True, flip=8)
-    assert L.choose_config(64, 131072, False, 132, False, itemsize=2, cap16=128) == \
+    assert L.choose_config(64, 131072, False, 132, False, itemsize=2, long_rows=CAPPED16) == \
         L.ScanConfig(1, 1024, 1, 1024, True, flip=8, max_registers=128)
-    assert L.choose_config(16, 524288, False, 132, True, itemsize=2, cap16=128) == \
+    assert L.choose_config(16, 524288, False, 132, True, itemsize=2, long_rows=CAPPED16) == \
         L.ScanConfig(1, 512, 1, 512, True, flip=8, max_registers=128)
-    assert L.choose_config(16, 131072, False, 132, True, itemsize=2, cap16=128) == \
+    assert L.choose_config(16, 131072, False, 132, True, itemsize=2, long_rows=CAPPED16) == \
         L.ScanConfig(1, 512, 1, 512, True, flip=8)
     # fp32 look-back: 1024 steps in two warps, V-trace's in four (capped at 80 and 96 registers
     # from 2**22 elements), in one uncapped with warps32=1; up to four rows 512 in one
@@ -441,19 +449,20 @@ def test_heuristic_splits():
     assert L.choose_config(16, 262144, False, 132, False).max_registers == 80
     assert L.choose_config(16, 524288, False, 132, True) == \
         L.ScanConfig(1, 1024, 4, 1024, True, 4, max_registers=96)
-    assert L.choose_config(64, 131072, False, 132, False, warps32=1) == \
+    assert L.choose_config(64, 131072, False, 132, False, long_rows=ONE_WARP32) == \
         L.ScanConfig(1, 1024, 1, 1024, True, flip=4)
-    assert L.choose_config(16, 524288, False, 132, True, warps32=1).num_warps == 4  # V-trace
-    assert L.choose_config(4, 1048576, False, 132, False, two_pass_rows=3) == lb512[4]
-    assert L.choose_config(1, 4194304, False, 132, True, two_pass_rows=0) == lb512[4]
-    assert L.choose_config(3, 4194304, False, 132, False, two_pass_rows=3).seg_len == 8192
-    assert L.choose_config(4, 1048576, False, 132, False, itemsize=8, two_pass_rows=0) == \
+    v_trace = L.choose_config(16, 524288, False, 132, True, long_rows=ONE_WARP32)
+    assert v_trace.num_warps == 4
+    assert L.choose_config(4, 1048576, False, 132, False, long_rows=THREE_ROWS) == lb512[4]
+    assert L.choose_config(1, 4194304, False, 132, True, long_rows=NO_TWO_PASS) == lb512[4]
+    assert L.choose_config(3, 4194304, False, 132, False, long_rows=THREE_ROWS).seg_len == 8192
+    assert L.choose_config(4, 1048576, False, 132, False, itemsize=8, long_rows=NO_TWO_PASS) == \
         L.ScanConfig(1, 1024, 4, 8192, flip=2)  # fp64: two passes up to four rows
     # 16-bit: two passes up to four rows, in 2048-step tiles over 8192-step segments (4096 up
     # to 2**21 elements), V-trace's in 1024-step ones; fp32 in the estimator's tile
-    assert L.choose_config(4, 1048576, False, 132, False, itemsize=2, two_pass_rows=0) == \
+    assert L.choose_config(4, 1048576, False, 132, False, itemsize=2, long_rows=NO_TWO_PASS) == \
         L.ScanConfig(1, 2048, 4, 8192, flip=8)
-    assert L.choose_config(4, 524288, False, 132, False, itemsize=2, two_pass_rows=0) == \
+    assert L.choose_config(4, 524288, False, 132, False, itemsize=2, long_rows=NO_TWO_PASS) == \
         L.ScanConfig(1, 2048, 4, 4096, flip=8)
     assert L.choose_config(1, 4194304, False, 132, True, itemsize=2) == \
         L.ScanConfig(1, 1024, 4, 8192, flip=8)
@@ -461,9 +470,9 @@ def test_heuristic_splits():
         L.ScanConfig(1, 2048, 4, 8192, flip=4)
     assert L.choose_config(3, 600000, False, 132, False) == \
         L.ScanConfig(1, 2048, 4, 4096, flip=4)
-    assert L.choose_config(4, 1048576, False, 132, False, two_pass_steps32=1024) == \
+    assert L.choose_config(4, 1048576, False, 132, False, long_rows=STEPS1024) == \
         L.ScanConfig(1, 1024, 4, 8192, flip=4)
-    assert L.choose_config(4, 524288, False, 132, False, two_pass_steps32=1024) == \
+    assert L.choose_config(4, 524288, False, 132, False, long_rows=STEPS1024) == \
         L.ScanConfig(1, 1024, 4, 8192, flip=4)
     assert L.choose_config(64, 131072, False, 132, False, itemsize=2).single_pass  # GAE
     assert L.choose_config(16, 524288, False, 132, False, itemsize=2) == \
@@ -472,18 +481,18 @@ def test_heuristic_splits():
     assert L.choose_config(1, 4194304, False, 132, True).seg_len == 8192
 
 
-TWO_PASS_ROWS = {"vtrace": 0, "vtrace_clip_last_value": 0, "lambda_returns": 0, "gae": 0,
-                 "gae_last_value": 0}
-WARPS32 = {"discounted_returns": 1}
-TWO_PASS_STEPS32 = {"discounted_returns": 1024}
-CAP16 = dict.fromkeys(("vtrace", "vtrace_clip_last_value", "gae", "gae_last_value",
-                       "discounted_returns"), 128)
+LONG_ROWS = dict(
+    dict.fromkeys(("vtrace", "vtrace_clip_last_value", "gae", "gae_last_value"),
+                  L.LongRows(two_pass_rows=0, cap16=128)),
+    lambda_returns=L.LongRows(two_pass_rows=0),
+    discounted_returns=L.LongRows(cap16=128, warps32=1, two_pass_steps32=1024))
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_long_row_choices(est, kernels, monkeypatch):
-    """Each estimator hands the heuristic up to how many fp32 long rows it takes two passes
+    """Each estimator hands the heuristic its long-row tiles (``LongRows``): up to how many fp32
+    long rows it takes two passes
     (V-trace, GAE and TD(lambda) none, the others four), its 16-bit look-back's register cap
     (V-trace, GAE and the discounted returns 128, the others none), its fp32 look-back's
     warps (the discounted returns one, the others two) and its fp32 two-pass tile's steps (the
@@ -491,17 +500,14 @@ def test_long_row_choices(est, kernels, monkeypatch):
     seen, config_for = [], L.config_for
 
     def spy(*args, **kwargs):
-        seen.append((kwargs.get("two_pass_rows", 4), kwargs.get("cap16", 0),
-                     kwargs.get("warps32", 2), kwargs.get("two_pass_steps32", 2048)))
+        seen.append(kwargs.get("long_rows", L.LongRows()))
         return config_for(*args, **kwargs)
 
     monkeypatch.setattr(L, "config_for", spy)
     monkeypatch.setattr(_plan, "_PLANS", {})  # no recorded launch plans
     with kernels_on(kernels):
         est.call(P, make_inputs(3, 8, device=device_of(kernels)))
-    assert seen and set(seen) == {(TWO_PASS_ROWS.get(est.name, 4), CAP16.get(est.name, 0),
-                                   WARPS32.get(est.name, 2),
-                                   TWO_PASS_STEPS32.get(est.name, 2048))}
+    assert seen and set(seen) == {LONG_ROWS.get(est.name, L.LongRows())}
 
 
 def test_flip_rule():

@@ -317,9 +317,9 @@ FORWARD = ("eligibility_traces", "prefix_sum")
 
 
 def long_row_choices(algorithm: str) -> dict:
-    """The estimator's long-row arguments to the heuristic: up to how many fp32 rows it takes
-    two passes, its 16-bit look-back's register cap, its fp32 look-back's warps and its fp32
-    two-pass tile's steps."""
+    """The estimator's keyword to the heuristic: its tiles for rows too few to fill the GPU
+    (``long_rows``, :class:`~paper_repro.kernels._launch.LongRows`)."""
+    from paper_repro.kernels import _launch as L
     from paper_repro.kernels import eligibility_traces, gae, lambda_returns, vtrace
 
     modules = {"discounted_returns": lambda_returns, "lambda_returns": lambda_returns,
@@ -329,10 +329,7 @@ def long_row_choices(algorithm: str) -> dict:
     if m is None:  # Retrace
         return {}
     no_values = "_NO_VALUES" if algorithm == "discounted_returns" else ""
-    return {"two_pass_rows": getattr(m, "TWO_PASS_ROWS" + no_values, 4),
-            "cap16": getattr(m, "CAP16" + no_values, 0),
-            "warps32": getattr(m, "WARPS32" + no_values, 2),
-            "two_pass_steps32": getattr(m, "TWO_PASS_STEPS32" + no_values, 2048)}
+    return {"long_rows": getattr(m, "LONG_ROWS" + no_values, L.LongRows())}
 
 
 if __name__ == "__main__":

@@ -253,25 +253,35 @@ def num_sms(device: torch.device) -> int:
     return _num_sms(device.index if device.index is not None else torch.cuda.current_device())
 
 
+@dataclass(frozen=True)
+class LongRows:
+    """An estimator's tiles for rows too few to fill the GPU, from the H200 probes
+    (split_rows.csv, registers.csv). ``two_pass_rows``: up to how many fp32 rows of more than
+    2**20 steps in all take two passes rather than the look-back; ``cap16``: the register cap
+    of the 16-bit long-row look-back tile (0: none); ``warps32``: the warps of the fp32
+    1024-step long-row look-back tile (2: capped from 2**22 elements); ``two_pass_steps32``:
+    the steps of the fp32 tile in the two passes of up to four rows."""
+
+    two_pass_rows: int = 4
+    cap16: int = 0
+    warps32: int = 2
+    two_pass_steps32: int = 2048
+
+
 @functools.lru_cache(maxsize=4096)
 def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
                   retrace: bool = False, itemsize: int = 4,
-                  two_pass_rows: int = 4, cap16: int = 0, warps32: int = 2,
-                  two_pass_steps32: int = 2048) -> ScanConfig:
+                  long_rows: LongRows = LongRows()) -> ScanConfig:
     """Tile heuristic, from the H200 sweeps in data/h200 (tuning.csv, split_probe*.csv: GAE and
     prefix-sum fp32; tile_probe.csv: every estimator, fp32 and bf16, both layouts). ``wide``:
     many live inputs (V-trace, Retrace), so half the tile; ``retrace``: one-warp tiles up to 256
     steps (its layout changes each cost a block barrier), longer ones with half the others'
     elements a warp; ``itemsize``: bytes of a value input, which sets the run length of
-    batch-major backward tiles; ``two_pass_rows``: up to how many fp32 rows of more than
-    2**20 steps in all the estimator takes two passes rather than the look-back; ``cap16``:
-    the register cap of its 16-bit long-row look-back tile (0: none); ``warps32``: the warps
-    of its fp32 1024-step long-row look-back tile (2: capped from 2**22 elements);
-    ``two_pass_steps32``: the steps of its fp32 tile in the two passes of up to four rows."""
+    batch-major backward tiles; ``long_rows``: the estimator's tiles for rows too few to
+    fill the GPU (:class:`LongRows`)."""
     if time_major:
         return _time_major_config(B, T, sms, wide, retrace, itemsize)
-    config = _batch_major_config(B, T, sms, wide, retrace, itemsize, two_pass_rows, cap16,
-                                 warps32, two_pass_steps32)
+    config = _batch_major_config(B, T, sms, wide, retrace, itemsize, long_rows)
     return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
 
 
@@ -288,8 +298,7 @@ def run_length(BLOCK_T: int, itemsize: int, retrace: bool) -> int:
 
 
 def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, itemsize: int,
-                        two_pass_rows: int = 4, cap16: int = 0, warps32: int = 2,
-                        two_pass_steps32: int = 2048) -> ScanConfig:
+                        long_rows: LongRows = LongRows()) -> ScanConfig:
     if retrace and 16 < T <= 256:
         # One warp (4096x128: 12.8 -> 11.4 us); two rows of 32 steps (32768x32: 63 -> 24 us;
         # roofline.csv).
@@ -345,17 +354,17 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
     # time of walking them, V-trace 2x4096 0.59x)
     few_rows = B <= 4 and T >= 4096 and not retrace
     if row_blocks < 2 * sms and (chunks >= 16 or few_rows) and not many_long_rows:
-        return _split_time(B, T, wide, retrace, itemsize, two_pass_rows, cap16, warps32,
-                           two_pass_steps32)
+        return _split_time(B, T, wide, retrace, itemsize, long_rows)
     if num_warps is None:
         num_warps = max(1, min(8, (BLOCK_B * BLOCK_T) // per_warp))
     return ScanConfig(BLOCK_B, BLOCK_T, num_warps, chunks * BLOCK_T)
 
 
-def _split_time(B: int, T: int, wide: bool, retrace: bool, itemsize: int, two_pass_rows: int,
-                cap16: int, warps32: int, two_pass_steps32: int = 2048) -> ScanConfig:
+def _split_time(B: int, T: int, wide: bool, retrace: bool, itemsize: int,
+                long_rows: LongRows) -> ScanConfig:
     """The tile for rows too few to fill the GPU, whose time is split across programs: by
     look-back (``single_pass``) or in two passes over segments."""
+    two_pass_rows, cap16, warps32 = long_rows.two_pass_rows, long_rows.cap16, long_rows.warps32
     if B <= 4 and not retrace:
         if B * T > 1 << 20 and (itemsize != 4 or two_pass_rows >= B):
             # Up to four rows of more than 2**20 steps in all: two passes, whose reads the
@@ -372,7 +381,7 @@ def _split_time(B: int, T: int, wide: bool, retrace: bool, itemsize: int, two_pa
             if wide or itemsize == 8:
                 steps = 1024
             else:
-                steps = two_pass_steps32 if itemsize == 4 else 2048
+                steps = long_rows.two_pass_steps32 if itemsize == 4 else 2048
             seg = 4096 if steps == 2048 and B * T <= 1 << 21 else 8192
             return ScanConfig(1, steps, 4, seg)
         # Fewer steps, or fp32 with more inputs: look back in one-warp 512-step tiles
@@ -528,13 +537,12 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
 
 def config_for(B: int, T: int, stride, device, wide: bool = False,
                retrace: bool = False, itemsize: int = 4,
-               two_pass_rows: int = 4, cap16: int = 0, warps32: int = 2,
-               two_pass_steps32: int = 2048) -> ScanConfig:
+               long_rows: LongRows = LongRows()) -> ScanConfig:
     forced = _FORCED_CONFIG[0]
     if forced is not None:
         return forced
     return choose_config(B, T, is_time_major(stride), num_sms(device), wide, retrace, itemsize,
-                         two_pass_rows, cap16, warps32, two_pass_steps32)
+                         long_rows)
 
 
 @dataclass

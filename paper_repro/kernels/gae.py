@@ -30,13 +30,11 @@ from paper_repro.kernels.affine_scan import (
 from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
-# Up to how many fp32 rows of more than 2**20 steps two passes beat the look-back: none
-# (split_rows.csv, split-long, one-warp 512-step look-back tiles: 1x4194304 0.87x the two
-# passes' time, 4x1048576 0.96x that of 2048-step look-back tiles).
-TWO_PASS_ROWS = 0
-# The 16-bit long-row look-back's register cap (registers.csv, 64x131072 and 16x524288 bf16:
-# 27.4 -> 24.5 us and 28.2 -> 25.7 against 168 registers uncapped).
-CAP16 = 128
+# Long rows: no fp32 rows take two passes (split_rows.csv, split-long, one-warp 512-step
+# look-back tiles: 1x4194304 0.87x the two passes' time, 4x1048576 0.96x that of 2048-step
+# look-back tiles); the 16-bit look-back capped at 128 registers (registers.csv, 64x131072 and
+# 16x524288 bf16: 27.4 -> 24.5 us and 28.2 -> 25.7 against 168 registers uncapped).
+LONG_ROWS = L.LongRows(two_pass_rows=0, cap16=128)
 
 
 @triton.jit
@@ -207,7 +205,7 @@ def _gae(rewards: torch.Tensor, values: torch.Tensor, terminateds: torch.Tensor,
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
     o = out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size(),
-                          two_pass_rows=TWO_PASS_ROWS, cap16=CAP16)
+                          long_rows=LONG_ROWS)
     t = rows.tensors
     job = Launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),

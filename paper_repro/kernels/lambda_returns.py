@@ -31,20 +31,15 @@ from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.gae import check_flags
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
-# Up to how many fp32 rows of more than 2**20 steps two passes beat the look-back: TD(lambda)
-# none, as GAE (split_rows.csv, split-check); the discounted returns keep two passes up to four
-# (split-long, 1x4194304 in one-warp 512-step look-back tiles: 1.12x the time).
-TWO_PASS_ROWS = 0
-TWO_PASS_ROWS_NO_VALUES = 4
-# The discounted returns' fp32 long rows look back in one-warp tiles (split_rows.csv,
-# split-long, 16x262144 to 16x524288: 0.91-0.95x the time of two capped warps).
-WARPS32_NO_VALUES = 1
-# ... and their fp32 two passes 1024-step tiles (split_rows.csv, split-tile, 2048-step tiles:
-# 4x1048576 1.16x the time, 1x4194304 1.08x).
-TWO_PASS_STEPS32_NO_VALUES = 1024
-# The 16-bit long-row look-back's register cap (registers.csv, 64x131072 and 16x524288 bf16:
-# discounted returns 20.9 -> 20.1 us against 168 registers uncapped; TD(lambda) lost, 1.03x).
-CAP16_NO_VALUES = 128
+# Long rows of TD(lambda): no fp32 rows take two passes, as GAE (split_rows.csv, split-check);
+# its 16-bit look-back stays uncapped (registers.csv: 1.03x the time capped at 128).
+LONG_ROWS = L.LongRows(two_pass_rows=0)
+# Of the discounted returns: two passes up to four fp32 rows (split-long, 1x4194304 in one-warp
+# 512-step look-back tiles: 1.12x the time), in 1024-step tiles (split-tile, 2048-step tiles:
+# 4x1048576 1.16x, 1x4194304 1.08x); the fp32 look-back in one warp (split-long, 16x262144 to
+# 16x524288: 0.91-0.95x the time of two capped warps); the 16-bit look-back capped at 128
+# registers (registers.csv, 64x131072 and 16x524288 bf16: 20.9 -> 20.1 us against 168).
+LONG_ROWS_NO_VALUES = L.LongRows(two_pass_rows=4, cap16=128, warps32=1, two_pass_steps32=1024)
 
 
 @triton.jit
@@ -156,10 +151,7 @@ def _returns(rewards: torch.Tensor, next_values: Optional[torch.Tensor],
     o = out.rows
     no_values = next_values is None
     config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size(),
-                          two_pass_rows=TWO_PASS_ROWS_NO_VALUES if no_values else TWO_PASS_ROWS,
-                          cap16=CAP16_NO_VALUES if no_values else 0,
-                          warps32=WARPS32_NO_VALUES if no_values else 2,
-                          two_pass_steps32=TWO_PASS_STEPS32_NO_VALUES if no_values else 2048)
+                          long_rows=LONG_ROWS_NO_VALUES if no_values else LONG_ROWS)
     t = rows.tensors
     job = Launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),

@@ -32,11 +32,10 @@ from paper_repro.kernels.gae import check_flags, next_state_value, step_inputs
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
 # Long rows look back: 16-bit ones from five rows (words_probe.csv: 63.7 -> 47.4 us at
-# 64x131072 bf16), fp32 ones from one (4x1048576: 62.5 -> 48.8 us, 1x4194304 62.6 -> 57.9).
-TWO_PASS_ROWS = 0
-# The 16-bit long-row look-back's register cap (registers.csv, 64x131072 and 16x524288 bf16:
+# 64x131072 bf16), fp32 ones from one (4x1048576: 62.5 -> 48.8 us, 1x4194304 62.6 -> 57.9);
+# the 16-bit look-back capped at 128 registers (registers.csv, 64x131072 and 16x524288 bf16:
 # 45.4 -> 42.3 us and 47.3 -> 43.6 against 168 registers uncapped).
-CAP16 = 128
+LONG_ROWS = L.LongRows(two_pass_rows=0, cap16=128)
 
 
 @triton.jit
@@ -199,8 +198,7 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
         return vs_out.set(vs), adv_out.set(adv)
     vs, adv = vs_out.rows, adv_out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, vs.device, wide=True,
-                          itemsize=vs.element_size(),
-                          two_pass_rows=TWO_PASS_ROWS, cap16=CAP16)
+                          itemsize=vs.element_size(), long_rows=LONG_ROWS)
     t = rows.tensors
     job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(vs.dtype), vs.device,
                  L.layout_ints(rows, vs), L.scalar_pairs(gamma, rho_bar, c_bar),
