@@ -354,6 +354,26 @@ def test_cold_copies_overfill_l2():
     assert cold_copies(300 << 20, l2) == 2
 
 
+def test_cold_turns_build_on_copies(monkeypatch):
+    """The turns are the call itself, then one built on each copy of the inputs, as many as
+    ``cold_copies`` asks for the device's L2."""
+    from types import SimpleNamespace
+
+    from paper_repro.bench import timing
+    from paper_repro.bench.inputs import case_tensors
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda i: SimpleNamespace(L2_cache_size=1 << 20))
+    case = make_case("gae", 8, 64)
+    n_bytes = sum(t.numel() * t.element_size() for t in case_tensors(case))
+    turns = timing.cold_turns("own", case, lambda copy: copy)
+    assert turns[0] == "own" and len(turns) == timing.cold_copies(n_bytes, 1 << 20) > 2
+    for copy in turns[1:]:
+        assert all(torch.equal(a, b) and a.data_ptr() != b.data_ptr()
+                   for a, b in zip(case_tensors(case), case_tensors(copy)))
+
+
 def test_copied_cases_keep_layout_and_values():
     """A copy of a case holds the same values on its own memory, at the same strides and
     storage offsets (alignment picks the compiled kernel), time-major views included."""

@@ -17,10 +17,10 @@ def prepared(algorithm: str, N: int, T: int, dtype: str, layout: str, flags: str
     return case, prep, [y.double() for y in prep.outputs(prep.call())]
 
 
-def forced_time(prep, want, config, warm_only=False, repeats=1, copies=()):
+def forced_time(prep, want, config, warm_only=False, repeats=1, turns=()):
     """``(max |difference| from want, device us, min of repeats)`` of ``prep``'s call under
-    ``config``; ``(None, None)`` after compiling it when ``warm_only``. With ``copies``
-    (the same call on copies of the inputs, :func:`cold_copies`), the device time has every
+    ``config``; ``(None, None)`` after compiling it when ``warm_only``. With ``turns`` (its
+    call and the same on copies of the inputs, :func:`cold_turns`), the device time has every
     call's inputs read from DRAM (``timing.device_cold_ms``)."""
     from paper_repro.bench.timing import device_cold_ms
     from paper_repro.tuning import device_time_us
@@ -30,21 +30,15 @@ def forced_time(prep, want, config, warm_only=False, repeats=1, copies=()):
         if warm_only:
             return None, None
         diff = max((g.double() - w).abs().max().item() for g, w in zip(got, want))
-        if copies:
-            calls = [prep.call] + [c.call for c in copies]
-            return diff, min(1e3 * device_cold_ms(calls, trials=3).ms for _ in range(repeats))
+        if turns:
+            return diff, min(1e3 * device_cold_ms(turns, trials=3).ms for _ in range(repeats))
         return diff, min(device_time_us(prep.call) for _ in range(repeats))
 
 
-def cold_copies(case) -> list:
-    """Our call on enough copies of ``case``'s inputs that, taking turns with the original,
-    each finds its inputs evicted from L2 (``timing.cold_copies``)."""
-    import torch
-
-    from paper_repro.bench.inputs import case_tensors, copy_case
+def cold_turns(case, prep) -> list:
+    """``prep``'s call and ours on copies of ``case``'s inputs, to take turns from DRAM
+    (``timing.cold_turns``)."""
     from paper_repro.bench.providers import _ours
-    from paper_repro.bench.timing import cold_copies as how_many
+    from paper_repro.bench.timing import cold_turns as turns
 
-    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    n_bytes = sum(t.numel() * t.element_size() for t in case_tensors(case))
-    return [_ours(copy_case(case)) for _ in range(how_many(n_bytes, l2) - 1)]
+    return turns(prep.call, case, lambda copy: _ours(copy).call)

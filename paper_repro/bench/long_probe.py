@@ -605,7 +605,7 @@ def words(warm: bool = False, share: tuple = (0, 1), items=words_items, cold: bo
     """Time ``items()`` (every ``share[1]``-th from ``share[0]``) under their forced tiles and
     print a line each; ``cold``: a second line each (tile label ending ``/cold``) with every
     call's inputs read from DRAM."""
-    from paper_repro.bench.forced import cold_copies, forced_time, prepared
+    from paper_repro.bench.forced import cold_turns, forced_time, prepared
 
     current = None
     for a, n, t, dt, lay, fl, c, *variant in items()[share[0]::share[1]]:
@@ -613,13 +613,14 @@ def words(warm: bool = False, share: tuple = (0, 1), items=words_items, cold: bo
         if current != (a, n, t, dt, lay, fl, variant):
             current = (a, n, t, dt, lay, fl, variant)
             case, prep, want = prepared(a, n, t, dt, lay, fl, variant)
-            copies = cold_copies(case) if cold and not warm else ()
+            timings = [("", ())] + ([("/cold", cold_turns(case, prep))] if cold and not warm
+                                    else [])
+        if warm:
+            forced_time(prep, want, c, warm_only=True)
+            continue
         tile = label(c) + ("" if variant == "plain" else f"/{variant}")
-        timed = [("", ())] + ([("/cold", copies)] if copies else [])
-        for suffix, others in timed:
-            diff, us = forced_time(prep, want, c, warm, repeats=3, copies=others)
-            if warm:
-                break
+        for suffix, turns in timings:
+            diff, us = forced_time(prep, want, c, repeats=3, turns=turns)
             print(f"{a},{n},{t},{dt},{lay},{fl},{tile}{suffix},{us:.3f},{diff:.3g}", flush=True)
 
 

@@ -17,7 +17,7 @@ import time
 import torch
 
 from paper_repro.bench import gate, timing
-from paper_repro.bench.inputs import case_tensors, copy_case, make_case, to_device
+from paper_repro.bench.inputs import make_case, to_device
 from paper_repro.bench.providers import PROVIDERS, unavailable
 from paper_repro.bench.results import (
     provenance,
@@ -208,8 +208,8 @@ class Runner:
             measured["device"] = t.ms
             rows.append(_row(base, "device", t.ms, "ms", t=t))
         if "device_cold" in metrics:
-            t = timing.device_cold_ms(self._cold_calls(case, provider, call), trials=self.trials,
-                                      trial_seconds=self.trial_seconds,
+            turns = timing.cold_turns(call, case, lambda copy: provider.build(copy).call)
+            t = timing.device_cold_ms(turns, trials=self.trials, trial_seconds=self.trial_seconds,
                                       graph=provider.graph_capture)
             measured["device_cold"] = t.ms
             rows.append(_row(base, "device_cold", t.ms, "ms", t=t,
@@ -218,15 +218,6 @@ class Runner:
             t = timing.amortized_ms(call, trials=self.trials, trial_seconds=self.trial_seconds)
             rows.append(_row(base, "amortized", t.ms, "ms", t=t))
         return rows + self._derived(case, base, measured)
-
-    @staticmethod
-    def _cold_calls(case, provider, call):
-        """``call``, then ``provider``'s calls on copies of ``case``'s inputs: enough copies
-        that taking turns, each call finds its inputs evicted from L2."""
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        n_bytes = sum(t.numel() * t.element_size() for t in case_tensors(case))
-        copies = timing.cold_copies(n_bytes, props.L2_cache_size) - 1
-        return [call] + [provider.build(copy_case(case)).call for _ in range(copies)]
 
     def _derived(self, case, base, measured):
         rows = []

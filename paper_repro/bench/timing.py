@@ -162,9 +162,14 @@ def device_ms(call, reps=20, trials=5, trial_seconds=0.5, graph=True):
     started, slows every later launch in the process.
     """
     reps = _budgeted(reps, _estimate_seconds(call, "cuda"), trial_seconds, floor=1)
+    return _replayed(call, reps, trials, graph, trial_seconds=trial_seconds)
+
+
+def _replayed(call, reps, trials, graph, warmup=3, trial_seconds=float("inf")):
+    """Graph replay of ``reps`` calls, or back-to-back event timing where capture fails."""
     if graph:
         try:
-            return _graph_device_ms(call, reps, trials)
+            return _graph_device_ms(call, reps, trials, warmup)
         except Exception:  # capture refused
             torch.cuda.synchronize()
     timed = amortized_ms(call, reps=reps, trials=trials, trial_seconds=trial_seconds)
@@ -190,15 +195,17 @@ def device_cold_ms(calls, reps=20, trials=5, trial_seconds=0.5, graph=True):
 
     k = len(calls)
     reps = _budgeted(reps, _estimate_seconds(call, "cuda", calls=k), trial_seconds, floor=1)
-    reps = k * math.ceil(reps / k)
-    if graph:
-        try:
-            return _graph_device_ms(call, reps, trials, warmup=k)
-        except Exception:  # capture refused
-            torch.cuda.synchronize()
-    timed = amortized_ms(call, reps=reps, trials=trials, trial_seconds=float("inf"))
-    timed.method = "cuda-events-amortized"
-    return timed
+    return _replayed(call, k * math.ceil(reps / k), trials, graph, warmup=k)
+
+
+def cold_turns(call, case, build):
+    """``call`` (on ``case``'s inputs), then ``build(copy)`` for copies of those inputs: enough
+    copies (:func:`cold_copies`) that, taking turns, each call finds its inputs out of L2."""
+    from paper_repro.bench.inputs import case_tensors, copy_case
+
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    n_bytes = sum(t.numel() * t.element_size() for t in case_tensors(case))
+    return [call] + [build(copy_case(case)) for _ in range(cold_copies(n_bytes, l2) - 1)]
 
 
 def wall_ms(call, device="cpu", warmup=3, min_seconds=0.5, min_calls=5, max_calls=1000):
