@@ -1,9 +1,13 @@
 """GPU-only cases: sequences longer than the paper's 131072 limit, many rows, a time-split
 launch at scale, and determinism. Run on the H200 with ``make test-gpu``."""
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 from conftest import TOL, assert_close
-from estimators import ESTIMATORS, make_inputs, outputs
+from estimators import ESTIMATORS, LAYOUTS, make_inputs, outputs
 
 import paper_repro as P
 from paper_repro.baselines import reference as ref
@@ -42,6 +46,37 @@ def test_up_to_four_long_rows(est, N, T):
     d = make_inputs(N, T, device="cuda")
     for g, w in zip(outputs(est.call(P, d)), outputs(est.call(ref, d))):
         assert_close(est.name, g, w, 1e-4)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_look_back_at_scale(est):
+    """The heuristic's single-pass look-back (one tile a program, 40-391 programs a row):
+    16 x 20000 batch- and time-major, 4 x 100001 batch-major."""
+    from paper_repro.kernels import affine_scan
+
+    for (n, t), layout in (((16, 20_000), LAYOUTS[0]), ((16, 20_000), LAYOUTS[1]),
+                           ((4, 100_001), LAYOUTS[0])):
+        d = make_inputs(n, t, device="cuda")
+        got = [layout.back(y) for y in outputs(est.call(P, layout.apply(d),
+                                                        time_dim=layout.time_dim))]
+        for g, w in zip(got, outputs(est.call(ref, d))):
+            assert_close(f"{est.name} {n}x{t} {layout.name} "
+                         f"in_launch_order={affine_scan.IN_LAUNCH_ORDER}", g, w, 1e-4)
+
+
+def test_look_back_by_ticket():
+    """Programs placed by ticket (PAPER_REPRO_LOOKBACK_TICKETS=1, the order used off CUDA) on
+    the GPU: the look-back tests in a fresh process, where the setting is read at import."""
+    env = dict(os.environ, PAPER_REPRO_LOOKBACK_TICKETS="1")
+    here = os.path.abspath(__file__)
+    code = ("from paper_repro.kernels import affine_scan\n"
+            "assert not affine_scan.IN_LAUNCH_ORDER")
+    assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 0
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           f"{here}::test_look_back_at_scale",
+                           f"{here}::test_cuda_graph_replays_the_look_back"],
+                          env=env, capture_output=True, text=True, cwd=os.path.dirname(here))
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)

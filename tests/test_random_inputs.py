@@ -184,19 +184,23 @@ def test_runs_must_divide_the_tile(kernels):
         P.compute_gae(d["r"], d["v"], d["term"])
 
 
+@pytest.mark.parametrize("in_launch_order", [True, False], ids=["launch-order", "tickets"])
 @pytest.mark.parametrize("est", every_kernel([()], ["windows"]))
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
-def test_look_back_across_windows(est, kernels, monkeypatch):
+def test_look_back_across_windows(est, kernels, in_launch_order, monkeypatch):
     """No tile publishes its inclusive prefix under the interpreter, so every look-back
     composes aggregates back to the boundary, across up to four windows (in-order execution
     never needs to): 26 tiles of 4 steps in windows of 8 there (the GPU: 66 tiles, windows of
-    32), time-major and fp64 too."""
+    32), time-major and fp64 too; programs placed by launch index and by ticket."""
     import triton.language as tl
 
     from paper_repro.kernels import affine_scan
 
+    if kernels == "cuda" and not in_launch_order:
+        pytest.skip("set at import on the GPU: test_gpu.py::test_look_back_by_ticket")
     T, T64 = 261, 150
     if kernels == "triton":
+        monkeypatch.setattr(affine_scan, "IN_LAUNCH_ORDER", tl.constexpr(in_launch_order))
         monkeypatch.setattr(affine_scan, "SHORTCUT", tl.constexpr(False))
         monkeypatch.setattr(affine_scan, "WINDOW", tl.constexpr(8))
         T, T64 = 101, 50
@@ -207,6 +211,20 @@ def test_look_back_across_windows(est, kernels, monkeypatch):
         check(est, d, TOL[torch.float32], LAYOUTS[1])
         d = make_inputs(2, T64, dtype=torch.float64, device=device_of(kernels))
         check(est, d, TOL[torch.float64])
+
+
+def test_launch_order_setting(monkeypatch):
+    """Look-back programs take the launch index on CUDA builds, a ticket on ROCm or on request."""
+    from paper_repro.kernels import affine_scan
+
+    monkeypatch.delenv("PAPER_REPRO_LOOKBACK_TICKETS", raising=False)
+    monkeypatch.setattr(torch.version, "hip", None)
+    assert affine_scan._in_launch_order()
+    monkeypatch.setenv("PAPER_REPRO_LOOKBACK_TICKETS", "1")
+    assert not affine_scan._in_launch_order()
+    monkeypatch.delenv("PAPER_REPRO_LOOKBACK_TICKETS")
+    monkeypatch.setattr(torch.version, "hip", "6.4")
+    assert not affine_scan._in_launch_order()
 
 
 @triton.jit

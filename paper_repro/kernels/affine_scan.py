@@ -5,12 +5,13 @@ scanning each tile with ``tl.associative_scan`` and carrying the boundary value 
 tile, so any T is one pass. With too few rows to fill the GPU, time is cut into segments:
 PHASE 1 stores each segment's aggregate ``(a, b)``, PHASE 2 composes the later segments'
 aggregates into its incoming carry and scans (reduce-then-scan). PHASE 0 is the one-pass case.
-PHASE 3 is the single-pass split: one tile per program, programs numbered by a ticket counter
-in scan order; each publishes its tile's aggregate, then looks back over its predecessors'
-published aggregates (a window at a time) to the nearest inclusive prefix (decoupled
-look-back), so the inputs are read once. PHASE 4 looks back over segments of several tiles: a
-program sweeps its segment twice, reducing, then (after the look-back) scanning and storing,
-so its second read of the inputs follows the first closely.
+PHASE 3 is the single-pass split: one tile per program, programs numbered in scan order (by
+launch index on CUDA, by a ticket counter elsewhere: ``IN_LAUNCH_ORDER``); each publishes its
+tile's aggregate, then looks back over its predecessors' published aggregates (a window at a
+time) to the nearest inclusive prefix (decoupled look-back), so the inputs are read once.
+PHASE 4 looks back over segments of several tiles: a program sweeps its segment twice,
+reducing, then (after the look-back) scanning and storing, so its second read of the inputs
+follows the first closely.
 
 With ``PREFETCH`` (several tiles per program, few warps) the next tile's inputs are loaded
 before this tile is scanned, so its memory latency overlaps the scan: 5-17 % off the long-row
@@ -22,6 +23,7 @@ Conventions (SPEC.md section 0): backward ``A_t = alpha_t + beta_t A_{t+1}`` wit
 forward ``A_t = alpha_t + beta_t A_{t-1}`` with ``A_{-1} = seed``. Padded lanes are the
 identity ``(0, 1)``. Estimator kernels reuse the jit helpers below in the same loop shape.
 """
+import os
 from typing import Optional
 
 import torch
@@ -36,6 +38,15 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 
 TL_ACC = {torch.float32: tl.float32, torch.float64: tl.float64}
 WORDS = {torch.float32: torch.int32, torch.float64: torch.int64}  # look-back scratch words
+
+
+def _in_launch_order() -> bool:
+    """Whether look-back programs take their place from the launch index. CUDA dispatches a
+    grid's blocks in increasing index, so a program's predecessors have all started (CUB's
+    single-pass scan rests on the same order). Elsewhere (ROCm), or with
+    ``PAPER_REPRO_LOOKBACK_TICKETS=1``, a ticket from an atomic counter gives that order
+    whatever the dispatch, one atomic's latency later in each program's life."""
+    return torch.version.hip is None and os.environ.get("PAPER_REPRO_LOOKBACK_TICKETS") != "1"
 
 
 @triton.jit
@@ -53,6 +64,8 @@ def combine_right_first(a_l, b_l, a_r, b_r):
 
 # Predecessors a PHASE 3 program inspects at once while looking back.
 WINDOW: tl.constexpr = tl.constexpr(32)
+# Look-back programs in launch-index order (True) or by ticket (False); tests run both.
+IN_LAUNCH_ORDER: tl.constexpr = tl.constexpr(_in_launch_order())
 # Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
 # walks past the first tile across several windows, which in-order execution never does.
 SHORTCUT: tl.constexpr = tl.constexpr(True)
@@ -61,11 +74,17 @@ SHORTCUT: tl.constexpr = tl.constexpr(True)
 @triton.jit
 def program_ids(status_ptr, B, n_seg, PHASE: tl.constexpr, REVERSE: tl.constexpr,
                 BLOCK_B: tl.constexpr):
-    """(row block, time segment) of this program. PHASE 3 and 4 take a ticket instead of the
-    launch index, so every program a running one waits on has already started."""
+    """(row block, time segment) of this program. PHASE 3 and 4 number programs in scan order,
+    so that every program a running one waits on has already started: by launch index where
+    the dispatch follows it (``IN_LAUNCH_ORDER``), else by a ticket."""
     if PHASE >= 3:
-        # relaxed: the ticket only orders programs; published words carry their own readiness
-        ticket = tl.atomic_add(status_ptr, 1, sem="relaxed")
+        if IN_LAUNCH_ORDER:
+            # no atomic before the tile's loads: 0.87-0.97x the ticket's time at 64 x 131072
+            # and 16 x 524288 (data/h200/launch_order.csv)
+            ticket = tl.program_id(0)
+        else:
+            # relaxed: the ticket only orders programs; published words carry their readiness
+            ticket = tl.atomic_add(status_ptr, 1, sem="relaxed")
         n_rb = tl.cdiv(B, BLOCK_B)
         pid_b = ticket % n_rb
         order = ticket // n_rb
