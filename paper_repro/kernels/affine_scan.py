@@ -73,15 +73,20 @@ SHORTCUT: tl.constexpr = tl.constexpr(True)
 
 @triton.jit
 def program_ids(status_ptr, B, n_seg, PHASE: tl.constexpr, REVERSE: tl.constexpr,
-                BLOCK_B: tl.constexpr):
+                BLOCK_B: tl.constexpr, LAUNCH_ORDER: tl.constexpr):
     """(row block, time segment) of this program. PHASE 3 and 4 number programs in scan order,
     so that every program a running one waits on has already started: by launch index where
-    the dispatch follows it (``IN_LAUNCH_ORDER``), else by a ticket."""
+    the dispatch follows it (``IN_LAUNCH_ORDER``) and the kernel asks for it
+    (``LAUNCH_ORDER``), else by a ticket."""
     if PHASE >= 3:
-        if IN_LAUNCH_ORDER:
-            # no atomic before the tile's loads: 0.87-0.97x the ticket's time at 64 x 131072
-            # and 16 x 524288 (data/h200/launch_order.csv)
-            ticket = tl.program_id(0)
+        # Nested static branches (an ``and`` of constexprs is not static in every Triton).
+        if LAUNCH_ORDER:
+            if IN_LAUNCH_ORDER:
+                # no atomic before the tile's loads: 0.87-0.97x the ticket's time for all
+                # but Retrace at 64 x 131072 and 16 x 524288 (data/h200/launch_order.csv)
+                ticket = tl.program_id(0)
+            else:
+                ticket = tl.atomic_add(status_ptr, 1, sem="relaxed")
         else:
             # relaxed: the ticket only orders programs; published words carry their readiness
             ticket = tl.atomic_add(status_ptr, 1, sem="relaxed")
@@ -596,7 +601,7 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
                        HAS_INIT: tl.constexpr, REVERSE: tl.constexpr, ACC: tl.constexpr,
                        PHASE: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr,
                        PREFETCH: tl.constexpr, FLIP: tl.constexpr):
-    pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, REVERSE, BLOCK_B)
+    pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, REVERSE, BLOCK_B, True)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
     t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
     carry0 = tl.zeros([BLOCK_B], ACC)
