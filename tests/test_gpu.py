@@ -75,7 +75,8 @@ def test_look_back_by_ticket():
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            f"{here}::test_look_back_at_scale",
                            f"{here}::test_cuda_graph_replays_the_look_back"],
-                          env=env, capture_output=True, text=True, cwd=os.path.dirname(here))
+                          env=env, capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(here)))  # the repository root
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
 
 
