@@ -54,6 +54,11 @@ Tiles under register caps (Triton's ``maxnreg``): ``registers`` the fp32 look-ba
 ``cold-tiles``: 512x4096 rows in walked tiles of 512-4096 steps and a one-tile look-back, each
 timed twice: inputs in L2 across repeats, and read from DRAM (tile label ending ``/cold``).
 
+    python -m paper_repro.bench.long_probe order-tiles [warm I/K] >> data/h200/order_tiles.csv
+
+``order-tiles``: the fp32 look-back's tiles at 64x131072 again once programs took their place
+from the launch index.
+
     python -m paper_repro.bench.long_probe split-NAME [warm I/K] >> data/h200/split_rows.csv
 
 with NAME one of rows, wide, more, long, check, trunc, twopass, tile.
@@ -601,6 +606,21 @@ def cold_tiles_items() -> list:
     return items
 
 
+def order_tiles_items() -> list:
+    """``order-tiles``: the fp32 look-back's tiles again once programs took the launch index
+    instead of a ticket (no atomic before a tile's loads): 64 x 131072, 512- to 2048-step
+    one-row tiles in 1 to 8 warps, uncapped and under caps."""
+    from paper_repro.kernels import _launch as L
+
+    shapes = {"vtrace": ((1024, 4, 0), (1024, 2, 0), (512, 1, 0), (512, 2, 0), (2048, 4, 0),
+                         (2048, 8, 0), (1024, 4, 128))}
+    usual = ((1024, 2, 0), (1024, 2, 96), (1024, 1, 0), (1024, 4, 0), (512, 1, 0),
+             (2048, 4, 0), (2048, 4, 80), (2048, 8, 0))
+    return [(a, 64, 131072, "fp32", "NT", "float", c) for a in LONG_ESTIMATORS for c in
+            [None] + [L.ScanConfig(1, bt, w, bt, True, 4, max_registers=r)
+                      for bt, w, r in shapes.get(a, usual)]]
+
+
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items, cold: bool = False):
     """Time ``items()`` (every ``share[1]``-th from ``share[0]``) under their forced tiles and
     print a line each; ``cold``: a second line each (tile label ending ``/cold``) with every
@@ -658,7 +678,8 @@ def main(argv=None):
               "split-wide": split_wide_items, "split-more": split_more_items,
               "split-long": split_long_items, "split-check": split_check_items,
               "split-trunc": split_trunc_items, "split-twopass": split_twopass_items,
-              "split-tile": split_tile_items, "cold-tiles": cold_tiles_items}
+              "split-tile": split_tile_items, "cold-tiles": cold_tiles_items,
+              "order-tiles": order_tiles_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),
