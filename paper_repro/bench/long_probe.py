@@ -616,9 +616,15 @@ def order_tiles_items() -> list:
                          (2048, 8, 0), (1024, 4, 128))}
     usual = ((1024, 2, 0), (1024, 2, 96), (1024, 1, 0), (1024, 4, 0), (512, 1, 0),
              (2048, 4, 0), (2048, 4, 80), (2048, 8, 0))
-    return [(a, 64, 131072, "fp32", "NT", "float", c) for a in LONG_ESTIMATORS for c in
-            [None] + [L.ScanConfig(1, bt, w, bt, True, 4, max_registers=r)
-                      for bt, w, r in shapes.get(a, usual)]]
+    items = [(a, 64, 131072, "fp32", "NT", "float", c) for a in LONG_ESTIMATORS for c in
+             [None] + [L.ScanConfig(1, bt, w, bt, True, 4, max_registers=r)
+                       for bt, w, r in shapes.get(a, usual)]]
+    # TD(lambda)'s one-warp tile (adopted from the rows above) against its two capped warps
+    # at the other long-row shapes it serves
+    return items + [("lambda_returns", n, t, "fp32", "NT", "float", c) for n, t in
+                    ((16, 131072), (16, 262144), (16, 524288)) for c in
+                    (None, L.ScanConfig(1, 1024, 2, 1024, True, 4,
+                                        max_registers=80 * (n * t >= 1 << 22)))]
 
 
 def words(warm: bool = False, share: tuple = (0, 1), items=words_items, cold: bool = False):
