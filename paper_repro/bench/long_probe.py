@@ -619,10 +619,10 @@ def order_tiles_items() -> list:
     items = [(a, 64, 131072, "fp32", "NT", "float", c) for a in LONG_ESTIMATORS for c in
              [None] + [L.ScanConfig(1, bt, w, bt, True, 4, max_registers=r)
                        for bt, w, r in shapes.get(a, usual)]]
-    # TD(lambda)'s one-warp tile (adopted from the rows above) against its two capped warps
-    # at the other long-row shapes it serves
-    return items + [("lambda_returns", n, t, "fp32", "NT", "float", c) for n, t in
-                    ((16, 131072), (16, 262144), (16, 524288)) for c in
+    # TD(lambda)'s and GAE's one-warp tiles (adopted from the rows above) against their two
+    # capped warps at the other long-row shapes they serve
+    return items + [(a, n, t, "fp32", "NT", "float", c) for a in ("lambda_returns", "gae")
+                    for n, t in ((16, 131072), (16, 262144), (16, 524288)) for c in
                     (None, L.ScanConfig(1, 1024, 2, 1024, True, 4,
                                         max_registers=80 * (n * t >= 1 << 22)))]
 

@@ -259,13 +259,15 @@ class LongRows:
     (split_rows.csv, registers.csv). ``two_pass_rows``: up to how many fp32 rows of more than
     2**20 steps in all take two passes rather than the look-back; ``cap16``: the register cap
     of the 16-bit long-row look-back tile (0: none); ``warps32``: the warps of the fp32
-    1024-step long-row look-back tile (2: capped from 2**22 elements); ``two_pass_steps32``:
-    the steps of the fp32 tile in the two passes of up to four rows."""
+    long-row look-back tile (2: 1024 steps, capped from 2**22 elements; 1: ``look_back_steps32``
+    steps, uncapped); ``two_pass_steps32``: the steps of the fp32 tile in the two passes of up
+    to four rows."""
 
     two_pass_rows: int = 4
     cap16: int = 0
     warps32: int = 2
     two_pass_steps32: int = 2048
+    look_back_steps32: int = 1024
 
 
 @functools.lru_cache(maxsize=4096)
@@ -421,7 +423,8 @@ def _split_time(B: int, T: int, wide: bool, retrace: bool, itemsize: int,
             if warps32 == 1:
                 # one warp uncapped (split_rows.csv, split-long, discounted returns 16x262144
                 # to 16x524288: 0.91-0.95x the two capped warps' time)
-                return ScanConfig(1, 1024, 1, 1024, True)
+                steps = long_rows.look_back_steps32
+                return ScanConfig(1, steps, 1, steps, True)
             # Two-warp tiles capped at 80 registers a thread (103 for eligibility traces
             # uncapped: 8 programs an SM, 12 capped; 64x131072: eligibility traces 37.6 ->
             # 32.6 us, prefix sum 38.2 -> 33.3, GAE 44.1 -> 41.9, discounted returns 35.4

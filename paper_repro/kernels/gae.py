@@ -32,9 +32,11 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 
 # Long rows: no fp32 rows take two passes (split_rows.csv, split-long, one-warp 512-step
 # look-back tiles: 1x4194304 0.87x the two passes' time, 4x1048576 0.96x that of 2048-step
-# look-back tiles); the 16-bit look-back capped at 128 registers (registers.csv, 64x131072 and
-# 16x524288 bf16: 27.4 -> 24.5 us and 28.2 -> 25.7 against 168 registers uncapped).
-LONG_ROWS = L.LongRows(two_pass_rows=0, cap16=128)
+# look-back tiles), and from five rows fp32 looks back in those tiles too, once programs took
+# the launch index (order_tiles.csv, 64x131072: 37.8 against 39.7 us in two capped warps); the
+# 16-bit look-back capped at 128 registers (registers.csv, 64x131072 and 16x524288 bf16: 27.4
+# -> 24.5 us and 28.2 -> 25.7 against 168 registers uncapped).
+LONG_ROWS = L.LongRows(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512)
 
 
 @triton.jit
