@@ -422,7 +422,9 @@ def _split_time(B: int, T: int, wide: bool, retrace: bool, itemsize: int,
                 return ScanConfig(1, 1024, 4, 1024, True, max_registers=96 * many)
             if warps32 == 1:
                 # one warp uncapped (split_rows.csv, split-long, discounted returns 16x262144
-                # to 16x524288: 0.91-0.95x the two capped warps' time)
+                # to 16x524288: 0.91-0.95x the two capped warps' time; order_tiles.csv, by
+                # launch index, 16x131072 to 64x131072: TD(lambda) 0.80-0.93x, GAE in 512
+                # steps 0.85-0.96x)
                 steps = long_rows.look_back_steps32
                 return ScanConfig(1, steps, 1, steps, True)
             # Two-warp tiles capped at 80 registers a thread (103 for eligibility traces
