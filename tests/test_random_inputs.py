@@ -353,6 +353,7 @@ def test_prefetch_switch(est, prefetch, config, kernels):
 # estimators' long-row choices (LongRows) the heuristic tests pass
 CAPPED16 = L.LongRows(cap16=128)
 ONE_WARP32 = L.LongRows(warps32=1)
+ONE_WARP512 = L.LongRows(warps32=1, look_back_steps32=512)
 THREE_ROWS = L.LongRows(two_pass_rows=3)
 NO_TWO_PASS = L.LongRows(two_pass_rows=0)
 STEPS1024 = L.LongRows(two_pass_steps32=1024)
@@ -366,10 +367,10 @@ def test_heuristic_splits():
     passes); reduce-then-scan for up to four rows of more than 2**20 steps in all (fp32: up to
     the estimator's ``two_pass_rows``); one pass elsewhere. A look-back walks one tile a
     program but for those time-major segments: fp32 from 131072 steps 1024 in two warps
-    (V-trace four, ``warps32`` one), otherwise 512 in one; Retrace 256 steps in one warp;
-    16-bit rows from 131072 steps 1024 in one warp (V-trace 512). Retrace's tiles that walk
-    rows hold half the others' elements a warp; V-trace's 1024 steps in four warps from
-    five rows to two an SM (16-bit four)."""
+    (V-trace four, ``warps32`` one, in ``look_back_steps32``), otherwise 512 in one; Retrace
+    256 steps in one warp; 16-bit rows from 131072 steps 1024 in one warp (V-trace 512).
+    Retrace's tiles that walk rows hold half the others' elements a warp; V-trace's 1024 steps
+    in four warps from five rows to two an SM (16-bit four)."""
     def kind(N, T, tm=False, wide=False, retrace=False):
         c = L.choose_config(N, T, tm, 132, wide or retrace, retrace)
         if c.single_pass and c.seg_len > c.BLOCK_T:
@@ -469,6 +470,8 @@ def test_heuristic_splits():
         L.ScanConfig(1, 1024, 4, 1024, True, 4, max_registers=96)
     assert L.choose_config(64, 131072, False, 132, False, long_rows=ONE_WARP32) == \
         L.ScanConfig(1, 1024, 1, 1024, True, flip=4)
+    assert L.choose_config(16, 262144, False, 132, False, long_rows=ONE_WARP512) == \
+        L.ScanConfig(1, 512, 1, 512, True, flip=4)  # GAE's
     v_trace = L.choose_config(16, 524288, False, 132, True, long_rows=ONE_WARP32)
     assert v_trace.num_warps == 4
     assert L.choose_config(4, 1048576, False, 132, False, long_rows=THREE_ROWS) == lb512[4]
