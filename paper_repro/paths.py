@@ -10,3 +10,12 @@ DATA = ROOT / "data"
 FIGURES = Path(os.environ.get("PAPER_REPRO_FIGURES", ROOT / "figures"))
 NOTEBOOKS = ROOT / "notebooks"
 PROOFS = ROOT / "proofs"
+
+
+def shown(path) -> str:
+    """``path`` relative to the repository root when it lies inside it (so that rendered
+    notebooks read the same on every checkout), else as given."""
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
