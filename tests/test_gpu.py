@@ -51,11 +51,12 @@ def test_up_to_four_long_rows(est, N, T):
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 def test_look_back_at_scale(est):
     """The heuristic's single-pass look-back (one tile a program, 40-391 programs a row):
-    16 x 20000 batch- and time-major, 4 x 100001 batch-major."""
+    16 x 20000 batch- and time-major, 4 x 100001 batch-major, and 32 x 131073, whose fp32 rows
+    take the long-row tiles (capped two warps, one warp in 1024 or 512 steps, V-trace's four)."""
     from paper_repro.kernels import affine_scan
 
     for (n, t), layout in (((16, 20_000), LAYOUTS[0]), ((16, 20_000), LAYOUTS[1]),
-                           ((4, 100_001), LAYOUTS[0])):
+                           ((4, 100_001), LAYOUTS[0]), ((32, 131_073), LAYOUTS[0])):
         d = make_inputs(n, t, device="cuda")
         got = [layout.back(y) for y in outputs(est.call(P, layout.apply(d),
                                                         time_dim=layout.time_dim))]
