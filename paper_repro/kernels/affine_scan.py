@@ -82,8 +82,9 @@ def program_ids(status_ptr, B, n_seg, PHASE: tl.constexpr, REVERSE: tl.constexpr
         # Nested static branches (an ``and`` of constexprs is not static in every Triton).
         if LAUNCH_ORDER:
             if IN_LAUNCH_ORDER:
-                # no atomic before the tile's loads: 0.87-0.97x the ticket's time for all
-                # but Retrace at 64 x 131072 and 16 x 524288 (data/h200/launch_order.csv)
+                # no atomic before the tile's loads: 0.86-0.98x the ticket's time at 64 x
+                # 131072 and 16 x 524288 (TD(lambda) fp32 64 x 131072 1.02x; Retrace, which
+                # lost, keeps the ticket: data/h200/launch_order.csv)
                 ticket = tl.program_id(0)
             else:
                 ticket = tl.atomic_add(status_ptr, 1, sem="relaxed")
