@@ -90,10 +90,11 @@ SPLITS = [L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=32),
           L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=16, single_pass=True, flip=4),
           L.ScanConfig(BLOCK_B=4, BLOCK_T=32, num_warps=1, seg_len=1 << 20, flip=8),
           L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=32, flip=-4),
-          L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=16, single_pass=True, flip=-2)]
+          L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=16, single_pass=True, flip=-2),
+          L.ScanConfig(BLOCK_B=2, BLOCK_T=8, num_warps=1, seg_len=40, flip=4)]
 SPLIT_IDS = ["seg32", "seg8", "seg64", "lookback16", "lookback8", "seg32-flip", "lookback8-flip",
              "one-flip", "seg32-runs4", "lookback16-runs4", "one-runs8", "seg32-interleaved4",
-             "lookback16-interleaved2"]
+             "lookback16-interleaved2", "seg40-runs4"]
 
 
 def kernels_on(kernels):

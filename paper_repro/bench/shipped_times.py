@@ -4,6 +4,7 @@ from outside any checkout: ``python -m`` puts the working directory first on ``s
 from a repository root every run would import that root's tree.
 
     python -m paper_repro.bench.shipped_times LABEL [split|words|neighbour[-retrace] [gate]]
+    python -m paper_repro.bench.shipped_times LABEL reduce-order [gate]
     python -m paper_repro.bench.shipped_times LABEL words-retrace [gate] [words=on|words=off]
 
 Lines: ``label, algorithm, num_envs, seq_len, layout, device_us`` (fp32, min of 3 CUDA-graph
@@ -11,10 +12,12 @@ timings). ``split``: the shapes whose launches split time (two passes or look-ba
 ``words``: the look-back's shapes, fp32, bf16 with bool flags and fp64; its lines carry
 ``algorithm/num_envs/seq_len/dtype/layout/flags`` as one field. ``neighbour``: the same for
 the estimators that read a neighbouring step (``NEIGHBOUR_CASES``), ``neighbour-retrace`` for
-Retrace, ``words-retrace`` those and three more time-major ones; ``gate`` adds the float64
-gate's verdict and largest error; ``words=on`` / ``words=off`` force where Retrace reads its
-actions as words (one tree, both arms). ``data/h200``'s ``carry_ab.csv``, ``agg_ab.csv``,
-``words_ab.csv``, ``neighbour_ab.csv`` and ``retrace_words_ab.csv`` came from this.
+Retrace, ``words-retrace`` those and three more time-major ones, ``reduce-order`` the
+launches whose first sweep reduces (``PAPER_REPRO_REDUCE_IN_ORDER=1`` the other arm); ``gate``
+adds the float64 gate's verdict and largest error; ``words=on`` / ``words=off`` force where
+Retrace reads its actions as words (one tree, both arms). ``data/h200``'s ``carry_ab.csv``,
+``agg_ab.csv``, ``words_ab.csv``, ``neighbour_ab.csv`` and ``retrace_words_ab.csv`` came from
+this.
 """
 from __future__ import annotations
 
@@ -69,6 +72,23 @@ RETRACE_NEIGHBOUR_CASES += [("retrace", 4096, 128, "fp32", "TN", "float")]
 RETRACE_WORDS_CASES = RETRACE_NEIGHBOUR_CASES + [
     ("retrace", 512, 4096, "fp32", "TN", "float"), ("retrace", 64, 131072, "fp32", "TN", "float"),
     ("retrace", 4096, 128, "bf16", "TN", "bool")]
+# The launches whose first sweep reduces a segment (two passes, the segment look-back): fp32
+# time-major 512 x 4096 and 64 x 131072, up to four fp32 rows of 2**22 steps, 16-bit two passes.
+REDUCE_ORDER_CASES = [(a, n, t, "fp32", layout, "float")
+                      for n, t, layout, algorithms in (
+                          (512, 4096, "TN", ("discounted_returns", "prefix_sum",
+                                             "eligibility_traces", "lambda_returns", "gae",
+                                             "vtrace")),
+                          (64, 131072, "TN", ("discounted_returns", "prefix_sum",
+                                              "eligibility_traces", "lambda_returns", "gae")),
+                          (1, 4194304, "NT", ("discounted_returns", "prefix_sum",
+                                              "eligibility_traces")),
+                          (4, 1048576, "NT", ("discounted_returns", "prefix_sum",
+                                              "eligibility_traces")))
+                      for a in algorithms]
+REDUCE_ORDER_CASES += [(a, 1, 4194304, "bf16", "NT", "float")
+                       for a in ("discounted_returns", "prefix_sum", "gae")]
+REDUCE_ORDER_CASES += [(a, 512, 4096, "bf16", "TN", "float") for a in ("discounted_returns", "gae")]
 
 
 def words(label: str, cases=WORDS_CASES, gate=False, retrace_words=None):
@@ -109,7 +129,7 @@ def main(argv=None):
     if args[1:] == ["words"]:
         return words(args[0])
     named = {"neighbour": NEIGHBOUR_CASES, "neighbour-retrace": RETRACE_NEIGHBOUR_CASES,
-             "words-retrace": RETRACE_WORDS_CASES}
+             "words-retrace": RETRACE_WORDS_CASES, "reduce-order": REDUCE_ORDER_CASES}
     if args[1:2] and args[1] in named:
         forced = {"words=on": True, "words=off": False}
         return words(args[0], named[args[1]], gate="gate" in args[2:],

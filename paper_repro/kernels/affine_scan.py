@@ -66,6 +66,10 @@ def combine_right_first(a_l, b_l, a_r, b_r):
 WINDOW: tl.constexpr = tl.constexpr(32)
 # Look-back programs in launch-index order (True) or by ticket (False); tests run both.
 IN_LAUNCH_ORDER: tl.constexpr = tl.constexpr(_in_launch_order())
+# Reducing sweeps (two passes' first, the segment look-back's first) take their segment's tiles
+# against scan order, so that the scan starts on the tiles read last, still in cache.
+REDUCE_AGAINST_ORDER: tl.constexpr = tl.constexpr(
+    os.environ.get("PAPER_REPRO_REDUCE_IN_ORDER") != "1")
 # Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
 # walks past the first tile across several windows, which in-order execution never does.
 SHORTCUT: tl.constexpr = tl.constexpr(True)
@@ -119,12 +123,14 @@ def segment_chunks(pid_s, T, seg_len, BLOCK_T: tl.constexpr):
 
 @triton.jit
 def chunk_times(i, t_begin, n_chunks, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr,
-                FLIP: tl.constexpr):
+                FLIP: tl.constexpr, reducing):
     """Times of the i-th tile's columns. Backward scans with ``FLIP = R > 0`` hold the tile as
     runs of R ascending steps, latest run first, so that a forward scan runs backward in time:
     Triton's reverse scan reverses lanes and warps around a forward one. R = 1 is the latest
     step first, which cannot be vectorised along time; R = 4 keeps 128-bit loads. ``FLIP = -R``
-    interleaves the runs, for tiles whose threads hold every G-th column (time-major)."""
+    interleaves the runs, for tiles whose threads hold every G-th column (time-major).
+    A ``reducing`` sweep takes the tiles against scan order (``sweep_tile``)."""
+    i = tl.where(reducing & REDUCE_AGAINST_ORDER, n_chunks - 1 - i, i)
     p = tl.arange(0, BLOCK_T)
     if REVERSE:
         first = t_begin + (n_chunks - 1 - i) * BLOCK_T
@@ -144,19 +150,21 @@ def chunk_times(i, t_begin, n_chunks, BLOCK_T: tl.constexpr, REVERSE: tl.constex
 
 @triton.jit
 def tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                 BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, FLIP: tl.constexpr):
+                 BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, FLIP: tl.constexpr,
+                 reducing):
     """The i-th tile of this program's segment: times, mask and offsets [BLOCK_B, BLOCK_T]."""
-    t = chunk_times(i, t_begin, n_chunks, BLOCK_T, REVERSE, FLIP)
+    t = chunk_times(i, t_begin, n_chunks, BLOCK_T, REVERSE, FLIP, reducing)
     mask = row_mask[:, None] & (t < T)[None, :]
     return t, mask, rows[:, None] * stride_b + t[None, :] * stride_t
 
 
 @triton.jit
 def next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T, stride_b, stride_t,
-              BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, FLIP: tl.constexpr):
+              BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, FLIP: tl.constexpr,
+              reducing):
     """The (i+1)-th tile, masked off once past this program's segment (nothing is read)."""
     t, mask, offs = tile_offsets(i + 1, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                 BLOCK_T, REVERSE, FLIP)
+                                 BLOCK_T, REVERSE, FLIP, reducing)
     inside = (t >= t_begin) & (t < t_begin + seg_len)
     return t, mask & inside[None, :], offs
 
@@ -226,6 +234,20 @@ def scan_tile(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
             alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
             PHASE, BLOCK_T, REVERSE, FLIP)
     return out, carry_out, b_edge, carry_in
+
+
+@triton.jit
+def sweep_tile(alpha, beta, carry, agg_b, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+               n_seg, PHASE: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr,
+               FLIP: tl.constexpr, reducing):
+    """``scan_tile`` as one step of a sweep over the segment: returns (out, the sweep's carry
+    and edge product after the tile, incoming carry). A reducing sweep against scan order
+    composes each tile's own aggregate beyond those it holds, ``carry + agg_b * a``."""
+    against = reducing & REDUCE_AGAINST_ORDER
+    out, carry_out, b_edge, carry_in = scan_tile(
+        alpha, beta, tl.where(against, 0.0, carry), link_ptr, status_ptr, rows, row_mask, pid_b,
+        pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP)
+    return out, tl.where(against, carry + agg_b * carry_out, carry_out), agg_b * b_edge, carry_in
 
 
 @triton.jit
@@ -611,25 +633,25 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, REVERSE)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for sweep in tl.static_range(1 + (PHASE == 4)):
+        reducing = (PHASE == 1) | ((PHASE == 4) & (sweep == 0))
         carry, agg_b = segment_sweep(sweep, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s,
                                      B, n_seg, carry, agg_b, carry0, REVERSE)
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                     BLOCK_T, REVERSE, FLIP)
+                                     BLOCK_T, REVERSE, FLIP, reducing)
         alpha = tl.load(alpha_ptr + offs, mask=mask, other=0.0)
         beta = tl.load(beta_ptr + offs, mask=mask, other=1.0)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
-                                         stride_t, BLOCK_T, REVERSE, FLIP)
+                                         stride_t, BLOCK_T, REVERSE, FLIP, reducing)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                            stride_b, stride_t, BLOCK_T, REVERSE, FLIP)
+                                            stride_b, stride_t, BLOCK_T, REVERSE, FLIP, reducing)
             if PREFETCH:
                 alpha_n = tl.load(alpha_ptr + offs_n, mask=mask_n, other=0.0)
                 beta_n = tl.load(beta_ptr + offs_n, mask=mask_n, other=1.0)
-            out, carry, b_edge, _ = scan_tile(
-                alpha.to(ACC), beta.to(ACC), carry, agg_ptr, status_ptr, rows, row_mask, pid_b,
-                pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP)
-            agg_b = agg_b * b_edge
-            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
+            out, carry, agg_b, _ = sweep_tile(
+                alpha.to(ACC), beta.to(ACC), carry, agg_b, agg_ptr, status_ptr, rows, row_mask,
+                pid_b, pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP, reducing)
+            if not reducing:
                 store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
             if PREFETCH:
                 alpha, beta = alpha_n, beta_n

@@ -21,11 +21,11 @@ from paper_repro.kernels.affine_scan import (
     next_tile,
     program_ids,
     row_block,
-    scan_tile,
     segment_chunks,
     segment_sweep,
     store_aggregate,
     store_tile,
+    sweep_tile,
     tile_offsets,
 )
 from paper_repro.kernels.autograd import Spec, register
@@ -68,27 +68,27 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, False)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for sweep in tl.static_range(1 + (PHASE == 4)):
+        reducing = (PHASE == 1) | ((PHASE == 4) & (sweep == 0))
         carry, agg_b = segment_sweep(sweep, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s,
                                      B, n_seg, carry, agg_b, carry0, False)
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                     BLOCK_T, False, FLIP)
+                                     BLOCK_T, False, FLIP, reducing)
         x, d = decayed_inputs(x_ptr, done_ptr, offs, mask, t, row_mask, T,
                               stride_t, PREVIOUS_DONE, FLIP)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
-                                         stride_t, BLOCK_T, False, FLIP)
+                                         stride_t, BLOCK_T, False, FLIP, reducing)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                            stride_b, stride_t, BLOCK_T, False, FLIP)
+                                            stride_b, stride_t, BLOCK_T, False, FLIP, reducing)
             if PREFETCH:
                 x_n, d_n = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, row_mask,
                                           T, stride_t, PREVIOUS_DONE, FLIP)
             alpha = x.to(ACC)
             beta = tl.where(mask, k * (1.0 - d.to(ACC)), 1.0)
-            out, carry, b_edge, _ = scan_tile(
-                alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, False, FLIP)
-            agg_b = agg_b * b_edge
-            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
+            out, carry, agg_b, _ = sweep_tile(
+                alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+                n_seg, PHASE, BLOCK_T, False, FLIP, reducing)
+            if not reducing:
                 store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
             if PREFETCH:
                 x, d = x_n, d_n

@@ -20,11 +20,11 @@ from paper_repro.kernels.affine_scan import (
     program_ids,
     raw_flags,
     row_block,
-    scan_tile,
     segment_chunks,
     segment_sweep,
     store_aggregate,
     store_tile,
+    sweep_tile,
     tile_offsets,
 )
 from paper_repro.kernels.autograd import Spec, register
@@ -76,17 +76,18 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, True)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for sweep in tl.static_range(1 + (PHASE == 4)):
+        reducing = (PHASE == 1) | ((PHASE == 4) & (sweep == 0))
         carry, agg_b = segment_sweep(sweep, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s,
                                      B, n_seg, carry, agg_b, carry0, True)
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                     BLOCK_T, True, FLIP)
+                                     BLOCK_T, True, FLIP, reducing)
         r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs, mask,
                                            HAS_NEXT, HAS_TRUNC)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
-                                         stride_t, BLOCK_T, True, FLIP)
+                                         stride_t, BLOCK_T, True, FLIP, reducing)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                            stride_b, stride_t, BLOCK_T, True, FLIP)
+                                            stride_b, stride_t, BLOCK_T, True, FLIP, reducing)
             if PREFETCH:
                 r_n, n_n, term_n, trunc_n = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr,
                                                            offs_n, mask_n, HAS_NEXT, HAS_TRUNC)
@@ -100,11 +101,10 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
                 alpha += g * cut * b
             alpha = tl.where(mask, alpha, 0.0)
             beta = tl.where(mask, g * lam_ * keep, 1.0)
-            out, carry, b_edge, _ = scan_tile(
-                alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, True, FLIP)
-            agg_b = agg_b * b_edge
-            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
+            out, carry, agg_b, _ = sweep_tile(
+                alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+                n_seg, PHASE, BLOCK_T, True, FLIP, reducing)
+            if not reducing:
                 store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
             if PREFETCH:
                 r, n, term, trunc = r_n, n_n, term_n, trunc_n

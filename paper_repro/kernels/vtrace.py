@@ -20,11 +20,11 @@ from paper_repro.kernels.affine_scan import (
     next_tile,
     program_ids,
     row_block,
-    scan_tile,
     segment_chunks,
     segment_sweep,
     store_aggregate,
     store_tile,
+    sweep_tile,
     tile_offsets,
 )
 from paper_repro.kernels.autograd import Spec, register
@@ -71,18 +71,19 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
         last = tl.load(last_ptr + rows, mask=row_mask, other=0.0).to(ACC)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for sweep in tl.static_range(1 + (PHASE == 4)):
+        reducing = (PHASE == 1) | ((PHASE == 4) & (sweep == 0))
         carry, agg_b = segment_sweep(sweep, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s,
                                      B, n_seg, carry, agg_b, carry0, True)
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                     BLOCK_T, True, FLIP)
+                                     BLOCK_T, True, FLIP, reducing)
         lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
             lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask, T,
             stride_t, HAS_TRUNC, FLIP)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
-                                         stride_t, BLOCK_T, True, FLIP)
+                                         stride_t, BLOCK_T, True, FLIP, reducing)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                            stride_b, stride_t, BLOCK_T, True, FLIP)
+                                            stride_b, stride_t, BLOCK_T, True, FLIP, reducing)
             if PREFETCH:
                 lpt_n, lpb_n, r_n, v_n, v_next_n, term_n, trunc_n = vtrace_inputs(
                     lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n,
@@ -98,11 +99,10 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             alpha = tl.where(mask, rho * (r.to(ACC) + discount * nu - v_t), 0.0)
             keep = 1.0 - tl.minimum(done + cut, 1.0)
             beta = tl.where(mask, g * tl.minimum(ratio, c_max) * keep, 1.0)
-            delta, carry, b_edge, carry_in = scan_tile(
-                alpha, beta, carry, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, True, FLIP)
-            agg_b = agg_b * b_edge
-            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
+            delta, carry, agg_b, carry_in = sweep_tile(
+                alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
+                n_seg, PHASE, BLOCK_T, True, FLIP, reducing)
+            if not reducing:
                 # Next target: (1 - trunc) vs_{t+1} + trunc b_t inside the window, nu at T-1.
                 delta_next = tl.where(is_last, 0.0, (1.0 - cut) * next_in_time(delta, carry_in,
                                                                                BLOCK_T, FLIP))
