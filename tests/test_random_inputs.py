@@ -1,6 +1,9 @@
 """Every estimator against the float64 reference on random inputs: shapes, layouts, dtypes,
 flag types, segment-split launches, on every backend (GPU, interpreter, torch)."""
 import contextlib
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -91,7 +94,7 @@ SPLITS = [L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=32),
           L.ScanConfig(BLOCK_B=4, BLOCK_T=32, num_warps=1, seg_len=1 << 20, flip=8),
           L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=32, flip=-4),
           L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=16, single_pass=True, flip=-2),
-          L.ScanConfig(BLOCK_B=2, BLOCK_T=8, num_warps=1, seg_len=40, flip=4)]
+          L.ScanConfig(BLOCK_B=1, BLOCK_T=8, num_warps=1, seg_len=40, flip=4)]
 SPLIT_IDS = ["seg32", "seg8", "seg64", "lookback16", "lookback8", "seg32-flip", "lookback8-flip",
              "one-flip", "seg32-runs4", "lookback16-runs4", "one-runs8", "seg32-interleaved4",
              "lookback16-interleaved2", "seg40-runs4"]
@@ -292,6 +295,24 @@ def test_segment_look_back(est, config, layout, kernels):
     d = make_inputs(3, 50, device=device_of(kernels))
     with kernels_on(kernels), L.force_config(config):
         check(est, d, TOL[torch.float32], layout)
+
+
+def test_reducing_sweeps_in_scan_order():
+    """With PAPER_REPRO_REDUCE_IN_ORDER=1 (read at import) every reducing sweep takes its tiles
+    in scan order, not against it: multi-tile two passes and segment look-backs, in a fresh
+    process, still give the reference."""
+    env = dict(os.environ, PAPER_REPRO_REDUCE_IN_ORDER="1")
+    here = os.path.abspath(__file__)
+    root = os.path.dirname(os.path.dirname(here))
+    code = ("from paper_repro.kernels import affine_scan\n"
+            "assert not affine_scan.REDUCE_AGAINST_ORDER")
+    assert subprocess.run([sys.executable, "-c", code], env=env, cwd=root).returncode == 0
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           f"{here}::test_time_split_across_programs",
+                           f"{here}::test_segment_look_back", "-k", "seg40 or seg24 or seg64"],
+                          env=env, capture_output=True, text=True, cwd=root)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout
 
 
 def _h200_tiles():

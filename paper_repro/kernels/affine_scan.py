@@ -66,8 +66,8 @@ def combine_right_first(a_l, b_l, a_r, b_r):
 WINDOW: tl.constexpr = tl.constexpr(32)
 # Look-back programs in launch-index order (True) or by ticket (False); tests run both.
 IN_LAUNCH_ORDER: tl.constexpr = tl.constexpr(_in_launch_order())
-# Reducing sweeps (two passes' first, the segment look-back's first) take their segment's tiles
-# against scan order, so that the scan starts on the tiles read last, still in cache.
+# Reducing sweeps may take their segment's tiles against scan order (``against_scan_order``);
+# PAPER_REPRO_REDUCE_IN_ORDER=1 keeps scan order everywhere (the A/B's other arm).
 REDUCE_AGAINST_ORDER: tl.constexpr = tl.constexpr(
     os.environ.get("PAPER_REPRO_REDUCE_IN_ORDER") != "1")
 # Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
@@ -123,14 +123,14 @@ def segment_chunks(pid_s, T, seg_len, BLOCK_T: tl.constexpr):
 
 @triton.jit
 def chunk_times(i, t_begin, n_chunks, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr,
-                FLIP: tl.constexpr, reducing):
+                FLIP: tl.constexpr, against):
     """Times of the i-th tile's columns. Backward scans with ``FLIP = R > 0`` hold the tile as
     runs of R ascending steps, latest run first, so that a forward scan runs backward in time:
     Triton's reverse scan reverses lanes and warps around a forward one. R = 1 is the latest
     step first, which cannot be vectorised along time; R = 4 keeps 128-bit loads. ``FLIP = -R``
     interleaves the runs, for tiles whose threads hold every G-th column (time-major).
-    A ``reducing`` sweep takes the tiles against scan order (``sweep_tile``)."""
-    i = tl.where(reducing & REDUCE_AGAINST_ORDER, n_chunks - 1 - i, i)
+    ``against``: the i-th tile against scan order (``against_scan_order``)."""
+    i = tl.where(against, n_chunks - 1 - i, i)
     p = tl.arange(0, BLOCK_T)
     if REVERSE:
         first = t_begin + (n_chunks - 1 - i) * BLOCK_T
@@ -151,9 +151,9 @@ def chunk_times(i, t_begin, n_chunks, BLOCK_T: tl.constexpr, REVERSE: tl.constex
 @triton.jit
 def tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                  BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, FLIP: tl.constexpr,
-                 reducing):
+                 against):
     """The i-th tile of this program's segment: times, mask and offsets [BLOCK_B, BLOCK_T]."""
-    t = chunk_times(i, t_begin, n_chunks, BLOCK_T, REVERSE, FLIP, reducing)
+    t = chunk_times(i, t_begin, n_chunks, BLOCK_T, REVERSE, FLIP, against)
     mask = row_mask[:, None] & (t < T)[None, :]
     return t, mask, rows[:, None] * stride_b + t[None, :] * stride_t
 
@@ -161,10 +161,10 @@ def tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
 @triton.jit
 def next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T, stride_b, stride_t,
               BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, FLIP: tl.constexpr,
-              reducing):
+              against):
     """The (i+1)-th tile, masked off once past this program's segment (nothing is read)."""
     t, mask, offs = tile_offsets(i + 1, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                 BLOCK_T, REVERSE, FLIP, reducing)
+                                 BLOCK_T, REVERSE, FLIP, against)
     inside = (t >= t_begin) & (t < t_begin + seg_len)
     return t, mask & inside[None, :], offs
 
@@ -237,13 +237,24 @@ def scan_tile(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
 
 
 @triton.jit
+def against_scan_order(PHASE: tl.constexpr, SWEEP: tl.constexpr, BLOCK_B: tl.constexpr):
+    """Whether this sweep takes its segment's tiles against scan order: it only reduces, so the
+    scan that follows starts on the tiles read last. The segment look-back's first sweep
+    (time-major 64 x 131072: GAE 0.92x the time, TD(lambda) 0.96x, the others 1.01x) and the
+    two passes' first over one-row blocks (4 x 1048576: 0.92-0.96x; 1 x 4194304, fp32 and bf16,
+    0.99-1.01x), not wider row blocks (time-major 512 x 4096: 1.01-1.05x, V-trace 0.97x;
+    data/h200/reduce_order.csv)."""
+    return REDUCE_AGAINST_ORDER & (((PHASE == 1) & (BLOCK_B == 1)) |
+                                   ((PHASE == 4) & (SWEEP == 0)))
+
+
+@triton.jit
 def sweep_tile(alpha, beta, carry, agg_b, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
                n_seg, PHASE: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr,
-               FLIP: tl.constexpr, reducing):
+               FLIP: tl.constexpr, against):
     """``scan_tile`` as one step of a sweep over the segment: returns (out, the sweep's carry
-    and edge product after the tile, incoming carry). A reducing sweep against scan order
-    composes each tile's own aggregate beyond those it holds, ``carry + agg_b * a``."""
-    against = reducing & REDUCE_AGAINST_ORDER
+    and edge product after the tile, incoming carry). A sweep ``against`` scan order (it only
+    reduces) composes each tile's own aggregate beyond those it holds, ``carry + agg_b * a``."""
     out, carry_out, b_edge, carry_in = scan_tile(
         alpha, beta, tl.where(against, 0.0, carry), link_ptr, status_ptr, rows, row_mask, pid_b,
         pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP)
@@ -633,25 +644,25 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, REVERSE)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for sweep in tl.static_range(1 + (PHASE == 4)):
-        reducing = (PHASE == 1) | ((PHASE == 4) & (sweep == 0))
+        against = against_scan_order(PHASE, sweep, BLOCK_B)
         carry, agg_b = segment_sweep(sweep, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s,
                                      B, n_seg, carry, agg_b, carry0, REVERSE)
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                     BLOCK_T, REVERSE, FLIP, reducing)
+                                     BLOCK_T, REVERSE, FLIP, against)
         alpha = tl.load(alpha_ptr + offs, mask=mask, other=0.0)
         beta = tl.load(beta_ptr + offs, mask=mask, other=1.0)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
-                                         stride_t, BLOCK_T, REVERSE, FLIP, reducing)
+                                         stride_t, BLOCK_T, REVERSE, FLIP, against)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                            stride_b, stride_t, BLOCK_T, REVERSE, FLIP, reducing)
+                                            stride_b, stride_t, BLOCK_T, REVERSE, FLIP, against)
             if PREFETCH:
                 alpha_n = tl.load(alpha_ptr + offs_n, mask=mask_n, other=0.0)
                 beta_n = tl.load(beta_ptr + offs_n, mask=mask_n, other=1.0)
             out, carry, agg_b, _ = sweep_tile(
                 alpha.to(ACC), beta.to(ACC), carry, agg_b, agg_ptr, status_ptr, rows, row_mask,
-                pid_b, pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP, reducing)
-            if not reducing:
+                pid_b, pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP, against)
+            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
                 store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
             if PREFETCH:
                 alpha, beta = alpha_n, beta_n

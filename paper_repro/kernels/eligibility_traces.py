@@ -16,6 +16,7 @@ from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
+    against_scan_order,
     incoming_carry,
     neighbour_load,
     next_tile,
@@ -68,18 +69,18 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, False)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for sweep in tl.static_range(1 + (PHASE == 4)):
-        reducing = (PHASE == 1) | ((PHASE == 4) & (sweep == 0))
+        against = against_scan_order(PHASE, sweep, BLOCK_B)
         carry, agg_b = segment_sweep(sweep, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s,
                                      B, n_seg, carry, agg_b, carry0, False)
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                     BLOCK_T, False, FLIP, reducing)
+                                     BLOCK_T, False, FLIP, against)
         x, d = decayed_inputs(x_ptr, done_ptr, offs, mask, t, row_mask, T,
                               stride_t, PREVIOUS_DONE, FLIP)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
-                                         stride_t, BLOCK_T, False, FLIP, reducing)
+                                         stride_t, BLOCK_T, False, FLIP, against)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                            stride_b, stride_t, BLOCK_T, False, FLIP, reducing)
+                                            stride_b, stride_t, BLOCK_T, False, FLIP, against)
             if PREFETCH:
                 x_n, d_n = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, row_mask,
                                           T, stride_t, PREVIOUS_DONE, FLIP)
@@ -87,8 +88,8 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
             beta = tl.where(mask, k * (1.0 - d.to(ACC)), 1.0)
             out, carry, agg_b, _ = sweep_tile(
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, False, FLIP, reducing)
-            if not reducing:
+                n_seg, PHASE, BLOCK_T, False, FLIP, against)
+            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
                 store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
             if PREFETCH:
                 x, d = x_n, d_n

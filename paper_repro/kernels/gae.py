@@ -14,6 +14,7 @@ from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
+    against_scan_order,
     incoming_carry,
     neighbour_load,
     next_tile,
@@ -88,18 +89,18 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
         last = tl.load(last_ptr + rows, mask=row_mask, other=0.0).to(ACC)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for sweep in tl.static_range(1 + (PHASE == 4)):
-        reducing = (PHASE == 1) | ((PHASE == 4) & (sweep == 0))
+        against = against_scan_order(PHASE, sweep, BLOCK_B)
         carry, agg_b = segment_sweep(sweep, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s,
                                      B, n_seg, carry, agg_b, carry0, True)
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                     BLOCK_T, True, FLIP, reducing)
+                                     BLOCK_T, True, FLIP, against)
         r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
                                                 row_mask, T, stride_t, HAS_TRUNC, FLIP)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
-                                         stride_t, BLOCK_T, True, FLIP, reducing)
+                                         stride_t, BLOCK_T, True, FLIP, against)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                            stride_b, stride_t, BLOCK_T, True, FLIP, reducing)
+                                            stride_b, stride_t, BLOCK_T, True, FLIP, against)
             if PREFETCH:
                 r_n, v_n, v_next_n, term_n, trunc_n = step_inputs(
                     r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, row_mask, T,
@@ -111,8 +112,8 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
             beta = tl.where(mask, gl * (1.0 - tl.minimum(done + cut, 1.0)), 1.0)
             out, carry, agg_b, _ = sweep_tile(
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, True, FLIP, reducing)
-            if not reducing:
+                n_seg, PHASE, BLOCK_T, True, FLIP, against)
+            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
                 store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
             if PREFETCH:
                 r, v, v_next, term, trunc = r_n, v_n, v_next_n, term_n, trunc_n

@@ -15,6 +15,7 @@ from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
+    against_scan_order,
     incoming_carry,
     next_tile,
     program_ids,
@@ -76,18 +77,18 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, True)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for sweep in tl.static_range(1 + (PHASE == 4)):
-        reducing = (PHASE == 1) | ((PHASE == 4) & (sweep == 0))
+        against = against_scan_order(PHASE, sweep, BLOCK_B)
         carry, agg_b = segment_sweep(sweep, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s,
                                      B, n_seg, carry, agg_b, carry0, True)
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                     BLOCK_T, True, FLIP, reducing)
+                                     BLOCK_T, True, FLIP, against)
         r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs, mask,
                                            HAS_NEXT, HAS_TRUNC)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
-                                         stride_t, BLOCK_T, True, FLIP, reducing)
+                                         stride_t, BLOCK_T, True, FLIP, against)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                            stride_b, stride_t, BLOCK_T, True, FLIP, reducing)
+                                            stride_b, stride_t, BLOCK_T, True, FLIP, against)
             if PREFETCH:
                 r_n, n_n, term_n, trunc_n = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr,
                                                            offs_n, mask_n, HAS_NEXT, HAS_TRUNC)
@@ -103,8 +104,8 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
             beta = tl.where(mask, g * lam_ * keep, 1.0)
             out, carry, agg_b, _ = sweep_tile(
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, True, FLIP, reducing)
-            if not reducing:
+                n_seg, PHASE, BLOCK_T, True, FLIP, against)
+            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
                 store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
             if PREFETCH:
                 r, n, term, trunc = r_n, n_n, term_n, trunc_n

@@ -15,6 +15,7 @@ from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
+    against_scan_order,
     incoming_carry,
     next_in_time,
     next_tile,
@@ -71,19 +72,19 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
         last = tl.load(last_ptr + rows, mask=row_mask, other=0.0).to(ACC)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for sweep in tl.static_range(1 + (PHASE == 4)):
-        reducing = (PHASE == 1) | ((PHASE == 4) & (sweep == 0))
+        against = against_scan_order(PHASE, sweep, BLOCK_B)
         carry, agg_b = segment_sweep(sweep, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s,
                                      B, n_seg, carry, agg_b, carry0, True)
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
-                                     BLOCK_T, True, FLIP, reducing)
+                                     BLOCK_T, True, FLIP, against)
         lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
             lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask, T,
             stride_t, HAS_TRUNC, FLIP)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
-                                         stride_t, BLOCK_T, True, FLIP, reducing)
+                                         stride_t, BLOCK_T, True, FLIP, against)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
-                                            stride_b, stride_t, BLOCK_T, True, FLIP, reducing)
+                                            stride_b, stride_t, BLOCK_T, True, FLIP, against)
             if PREFETCH:
                 lpt_n, lpb_n, r_n, v_n, v_next_n, term_n, trunc_n = vtrace_inputs(
                     lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n,
@@ -101,8 +102,8 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             beta = tl.where(mask, g * tl.minimum(ratio, c_max) * keep, 1.0)
             delta, carry, agg_b, carry_in = sweep_tile(
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, True, FLIP, reducing)
-            if not reducing:
+                n_seg, PHASE, BLOCK_T, True, FLIP, against)
+            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
                 # Next target: (1 - trunc) vs_{t+1} + trunc b_t inside the window, nu at T-1.
                 delta_next = tl.where(is_last, 0.0, (1.0 - cut) * next_in_time(delta, carry_in,
                                                                                BLOCK_T, FLIP))
