@@ -573,3 +573,15 @@ def test_sass_counts_compile_without_a_gpu():
     assert flipped["vector_loads"] == 0 < flipped["loads"]
     assert time_major["vector_loads"] == time_major["loads"] > 0
     assert 0 < capped["registers"] <= 64  # the register cap reaches ptxas
+
+
+def test_calls_for_a_profiler():
+    """``python -m paper_repro.bench.calls`` calls our implementation on the case's inputs."""
+    from paper_repro.bench import calls
+
+    got = calls.run("prefix_sum", 3, 37, "TN", calls=2, device="cpu")
+    case = make_case("prefix_sum", 3, 37, layout="TN")
+    want = PROVIDERS["ours"].build(case).call()
+    assert torch.equal(got, want)
+    with pytest.raises(SystemExit):
+        calls.main(["prefix_sum", "3"])
