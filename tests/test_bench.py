@@ -585,3 +585,29 @@ def test_calls_for_a_profiler():
     assert torch.equal(got, want)
     with pytest.raises(SystemExit):
         calls.main(["prefix_sum", "3"])
+
+
+@pytest.mark.parametrize("tile", [(4, 32, 1, 4, True, 1), (2, 64, 1, 2, False, 2),
+                                  (8, 32, 2, 1, True, 1)])
+@pytest.mark.parametrize("sparse", [1, 3, 1000])
+def test_time_major_probe_scans_like_the_reference(tile, sparse):
+    """The time-major probe's look-back against the float64 recurrence, T not a multiple of its
+    tile and N not of its env block; ``sparse`` withholds inclusive prefixes, so that in-order
+    programs walk several windows back (1000: every walk reaches the first tile)."""
+    import triton
+
+    from paper_repro.baselines.reference import forward_recurrence
+    from paper_repro.bench import tn_probe
+
+    N, T = 40, 37
+    alpha, beta = tn_probe.inputs(N, T, "cpu", seed=3)
+    expected = forward_recurrence(alpha.t(), beta.t(), torch.zeros(N)).t()
+    bt, bn, warps, window, store, vec = tile
+    n_tiles = triton.cdiv(T, bt)
+    out = torch.empty_like(alpha)
+    words = torch.zeros(3 * n_tiles * N, dtype=torch.int32)
+    tn_probe.tn_look_back_kernel[(n_tiles * triton.cdiv(N, bn),)](
+        alpha, beta, out, words, T, N, n_tiles, BLOCK_T=bt, BLOCK_N=bn, W=window, STORE=store,
+        VEC=vec, SPARSE=sparse, num_warps=warps)
+    torch.testing.assert_close(out.double(), expected.double(), rtol=1e-5, atol=1e-5)
+    assert all(8 <= t[0] * t[1] // (32 * t[2]) <= 64 for t in tn_probe.tiles(512))

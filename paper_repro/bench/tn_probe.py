@@ -163,6 +163,42 @@ def tiles(N, quick=False) -> list:
     return out
 
 
+# The engine's time-major look-back tiles (BLOCK_B, BLOCK_T, warps, runs, tiles a segment:
+# 1 a tile a program, more a segment look-back) and the shapes the window A/B times them at.
+ENGINE_TILES = ((32, 32, 1, -8, 1), (16, 32, 1, -4, 1), (32, 64, 2, -8, 1), (32, 128, 4, -8, 1),
+                (32, 128, 4, -8, 8))
+ENGINE_CASES = (("prefix_sum", 512, 4096), ("gae", 512, 4096), ("prefix_sum", 64, 131072),
+                ("gae", 64, 131072))
+
+
+def engine_window(out: Path):
+    """The engine's time-major look-back tiles and its shipped tile (BLOCK_B 0) under this
+    process's look-back window (``PAPER_REPRO_LOOKBACK_WINDOW``), fp32 with float flags, each
+    with its largest difference from the shipped tile's float64 answer: rows appended to
+    ``out``."""
+    from paper_repro.bench.forced import forced_time, prepared
+    from paper_repro.kernels import _launch as L
+    from paper_repro.kernels.affine_scan import WINDOW
+    from paper_repro.tuning import device_time_us
+
+    new = not out.exists()
+    with open(out, "a", newline="") as f:
+        writer = csv.writer(f)
+        if new:
+            writer.writerow(["window", "algorithm", "num_envs", "seq_len", "BLOCK_B", "BLOCK_T",
+                             "num_warps", "flip", "seg_len", "device_us", "max_abs_diff"])
+        for a, N, T in ENGINE_CASES:
+            case, prep, want = prepared(a, N, T, "fp32", "TN", "float")
+            rows = [((0, 0, 0, 0, 0), 0.0, device_time_us(prep.call))]
+            for bb, bt, w, flip, k in ENGINE_TILES:
+                diff, us = forced_time(prep, want, L.ScanConfig(bb, bt, w, k * bt, True, flip))
+                rows.append(((bb, bt, w, flip, k * bt), diff, us))
+            for tile, diff, us in rows:
+                writer.writerow([WINDOW.value, a, N, T, *tile, round(us, 3), f"{diff:.3g}"])
+                print(WINDOW.value, a, N, T, tile, round(us, 2), f"{diff:.2g}", flush=True)
+            f.flush()
+
+
 def main(argv=None):
     from paper_repro.bench.timing import device_ms
     from paper_repro.kernels.affine_scan import affine_scan
@@ -171,8 +207,14 @@ def main(argv=None):
     p.add_argument("--out", required=True)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--shapes", default="512x4096,64x131072,4096x128")
+    p.add_argument("--engine-window", action="store_true",
+                   help="instead: the engine's time-major look-back tiles under this process's "
+                        "PAPER_REPRO_LOOKBACK_WINDOW, appended to OUT/engine_window.csv")
     args = p.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
+    if args.engine_window:
+        engine_window(Path(args.out) / "engine_window.csv")
+        return
     f = open(Path(args.out) / "tn_probe.csv", "w", newline="")  # noqa: SIM115 -- rows as they come
     writer = csv.DictWriter(f, fieldnames=COLUMNS)
     writer.writeheader()

@@ -62,8 +62,9 @@ def combine_right_first(a_l, b_l, a_r, b_r):
     return combine(a_r, b_r, a_l, b_l)
 
 
-# Predecessors a PHASE 3 program inspects at once while looking back.
-WINDOW: tl.constexpr = tl.constexpr(32)
+# Predecessors a PHASE 3 program inspects at once while looking back (a power of two;
+# PAPER_REPRO_LOOKBACK_WINDOW sets it for an A/B, bench/tn_probe.py --engine-window).
+WINDOW: tl.constexpr = tl.constexpr(int(os.environ.get("PAPER_REPRO_LOOKBACK_WINDOW", "32")))
 # Look-back programs in launch-index order (True) or by ticket (False); tests run both.
 IN_LAUNCH_ORDER: tl.constexpr = tl.constexpr(_in_launch_order())
 # Reducing sweeps may take their segment's tiles against scan order (``against_scan_order``);
