@@ -195,7 +195,8 @@ def test_look_back_across_windows(est, kernels, in_launch_order, monkeypatch):
     """No tile publishes its inclusive prefix under the interpreter, so every look-back
     composes aggregates back to the boundary, across up to four windows (in-order execution
     never needs to): 26 tiles of 4 steps in windows of 8 there (the GPU: 66 tiles, windows of
-    32), time-major and fp64 too; programs placed by launch index and by ticket."""
+    8, those of row blocks), time-major and fp64 too; programs placed by launch index and by
+    ticket."""
     import triton.language as tl
 
     from paper_repro.kernels import affine_scan
@@ -207,6 +208,7 @@ def test_look_back_across_windows(est, kernels, in_launch_order, monkeypatch):
         monkeypatch.setattr(affine_scan, "IN_LAUNCH_ORDER", tl.constexpr(in_launch_order))
         monkeypatch.setattr(affine_scan, "SHORTCUT", tl.constexpr(False))
         monkeypatch.setattr(affine_scan, "WINDOW", tl.constexpr(8))
+        monkeypatch.setattr(affine_scan, "BLOCK_WINDOW", tl.constexpr(4))
         T, T64 = 101, 50
     config = L.ScanConfig(BLOCK_B=2, BLOCK_T=4, num_warps=1, seg_len=4, single_pass=True)
     with kernels_on(kernels), L.force_config(config):

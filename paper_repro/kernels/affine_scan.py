@@ -62,9 +62,13 @@ def combine_right_first(a_l, b_l, a_r, b_r):
     return combine(a_r, b_r, a_l, b_l)
 
 
-# Predecessors a PHASE 3 program inspects at once while looking back (a power of two;
-# PAPER_REPRO_LOOKBACK_WINDOW sets it for an A/B, bench/tn_probe.py --engine-window).
-WINDOW: tl.constexpr = tl.constexpr(int(os.environ.get("PAPER_REPRO_LOOKBACK_WINDOW", "32")))
+# Predecessors a look-back inspects at once: 32 for one-row blocks; 8 for wider row blocks,
+# whose window of [W, BLOCK_B] words a thread holds in registers (time-major 512 x 4096,
+# 32 x 128 look-back tiles: prefix sum 13.6 -> 10.5 us, GAE 15.3 -> 12.7; data/h200/
+# engine_window.csv). PAPER_REPRO_LOOKBACK_WINDOW sets both for an A/B (a power of two).
+_WINDOW_ENV = os.environ.get("PAPER_REPRO_LOOKBACK_WINDOW")
+WINDOW: tl.constexpr = tl.constexpr(int(_WINDOW_ENV or 32))
+BLOCK_WINDOW: tl.constexpr = tl.constexpr(int(_WINDOW_ENV or 8))
 # Look-back programs in launch-index order (True) or by ticket (False); tests run both.
 IN_LAUNCH_ORDER: tl.constexpr = tl.constexpr(_in_launch_order())
 # Reducing sweeps may take their segment's tiles against scan order (``against_scan_order``);
@@ -475,14 +479,14 @@ def read_words(ptr, plane, offs, mask):
 
 
 @triton.jit
-def window_state(a, b, inclusive, look, j, done):
-    """Per row: the nearest window entry with an inclusive prefix (WINDOW if none; rows done or
-    entries before the first tile count as one), and whether every entry before it has its
-    aggregate."""
+def window_state(a, b, inclusive, look, j, done, W: tl.constexpr):
+    """Per row: the nearest window entry with an inclusive prefix (W, the window's size, if
+    none; rows done or entries before the first tile count as one), and whether every entry
+    before it has its aggregate."""
     state = tl.where(inclusive != 0, 2, tl.where((a != 0) & (b != 0), 1, 0))
     state = tl.where(look & ~done[None, :], state, 2)
-    stop = tl.min(tl.where(state == 2, j[:, None], WINDOW), axis=0)
-    first_unready = tl.min(tl.where(state == 0, j[:, None], WINDOW), axis=0)
+    stop = tl.min(tl.where(state == 2, j[:, None], W), axis=0)
+    first_unready = tl.min(tl.where(state == 0, j[:, None], W), axis=0)
     return stop, tl.min(first_unready - stop, axis=0) < 0
 
 
@@ -518,7 +522,8 @@ def look_back(link_ptr, rows, row_mask, pid_s, B, n_seg, agg_a, agg_b, carry0,
     acc_a = tl.zeros_like(agg_a)  # not agg_a * 0: a NaN would reach every later tile
     acc_b = acc_a + 1.0
     done = ~row_mask
-    j = tl.arange(0, WINDOW)
+    W: tl.constexpr = WINDOW if rows.shape[0] == 1 else BLOCK_WINDOW
+    j = tl.arange(0, W)
     while k >= 0:
         # Window entry j is the predecessor k - j (nearest first), per row; entries before the
         # first tile stand for a virtual tile whose inclusive prefix is the boundary.
@@ -530,18 +535,18 @@ def look_back(link_ptr, rows, row_mask, pid_s, B, n_seg, agg_a, agg_b, carry0,
         offs = link_offsets(rows[None, :], seg[:, None], B, n_seg, rows.shape[0])
         look = valid[:, None] & row_mask[None, :]
         a, b, inclusive = read_words(words, plane, offs, look & ~done[None, :])
-        stop, waiting = window_state(a, b, inclusive, look, j, done)
+        stop, waiting = window_state(a, b, inclusive, look, j, done, W)
         while waiting:
             a, b, inclusive = read_words(words, plane, offs, look & ~done[None, :])
-            stop, waiting = window_state(a, b, inclusive, look, j, done)
+            stop, waiting = window_state(a, b, inclusive, look, j, done, W)
         before = (j[:, None] < stop[None, :]) & ~done[None, :]
         at = (j[:, None] == stop[None, :]) & ~done[None, :]
         inclusive = tl.where(look, from_word(inclusive), carry0[None, :])
         a = tl.where(at, inclusive, tl.where(before, from_word(a), 0.0))
         b = tl.where(at, 0.0, tl.where(before, from_word(b), 1.0))
         acc_a, acc_b = after_window(acc_a, acc_b, a, b)
-        done = done | (stop < WINDOW)
-        k = tl.where(tl.min(done.to(tl.int32), axis=0) == 1, -1, k - WINDOW)
+        done = done | (stop < W)
+        k = tl.where(tl.min(done.to(tl.int32), axis=0) == 1, -1, k - W)
     carry = acc_a + acc_b * carry0
     if SHORTCUT:
         publish(words + 2 * plane + mine, agg_a + agg_b * carry, row_mask)
