@@ -611,3 +611,14 @@ def test_time_major_probe_scans_like_the_reference(tile, sparse):
         VEC=vec, SPARSE=sparse, num_warps=warps)
     torch.testing.assert_close(out.double(), expected.double(), rtol=1e-5, atol=1e-5)
     assert all(8 <= t[0] * t[1] // (32 * t[2]) <= 64 for t in tn_probe.tiles(512))
+
+
+def test_time_major_probe_rows():
+    """A probe row per engine layout and tile, each with its difference from float64."""
+    from paper_repro.bench import tn_probe
+
+    rows = []
+    tn_probe.probe_shape(40, 37, True, rows.append, device="cpu",
+                         cases=[(8, 32, 1, 4, True, 1)])
+    assert [r["kind"] for r in rows] == ["engine_TN", "engine_NT", "probe"]
+    assert all(float(r["max_abs_diff"]) < 1e-5 and r["device_us"] > 0 for r in rows)

@@ -19,8 +19,8 @@ import torch
 import triton
 import triton.language as tl
 
-from paper_repro.kernels.affine_scan import combine_right_first
 from paper_repro.kernels.affine_scan import combine as _combine
+from paper_repro.kernels.affine_scan import combine_right_first
 
 COLUMNS = ["kind", "num_envs", "seq_len", "BLOCK_T", "BLOCK_N", "num_warps", "window",
            "store", "vec", "device_us", "bytes", "pct_copy", "max_abs_diff"]
@@ -199,10 +199,42 @@ def engine_window(out: Path):
             f.flush()
 
 
-def main(argv=None):
-    from paper_repro.bench.timing import device_ms
+def probe_shape(N: int, T: int, quick: bool, emit, device="cuda", cases=None):
+    """The engine in both layouts, then every probe tile (``cases``, default ``tiles``), at
+    ``[T, N]``: ``emit(row)`` each; device time on CUDA, else wall-clock time."""
+    from paper_repro.bench.timing import device_ms, wall_ms
     from paper_repro.kernels.affine_scan import affine_scan
 
+    def timed(call):
+        return device_ms(call).ms if device == "cuda" else wall_ms(call, min_calls=1).ms
+
+    alpha, beta = inputs(N, T, device)
+    ref = affine_scan(alpha.double(), beta.double(), reverse=False, time_dim=0)
+    n_bytes = 3 * alpha.numel() * 4
+
+    def row(kind, ms, out, cfg=(0, 0, 0, 0, 0, 0)):
+        diff = float((out.double() - ref).abs().max())
+        pct = 100 * n_bytes / (ms * 1e-3) / 1e9 / COPY_GBPS
+        emit(dict(zip(COLUMNS, [kind, N, T, *map(int, cfg), round(1e3 * ms, 3), n_bytes,
+                                round(pct, 1), f"{diff:.3g}"])))
+
+    nt_a, nt_b = alpha.t().contiguous(), beta.t().contiguous()
+    for kind, call in (
+            ("engine_TN", lambda: affine_scan(alpha, beta, reverse=False, time_dim=0)),
+            ("engine_NT", lambda: affine_scan(nt_a, nt_b, reverse=False, time_dim=1))):
+        out = call()
+        row(kind, timed(call), out.t() if kind == "engine_NT" else out)
+    for cfg in tiles(N, quick) if cases is None else cases:
+        try:
+            out = tn_scan(alpha, beta, *cfg)
+            ms = timed(lambda cfg=cfg: tn_scan(alpha, beta, *cfg))
+        except Exception as e:  # noqa: BLE001 -- a tile that fails to compile is a row too
+            print("failed", cfg, type(e).__name__, str(e)[:200], flush=True)
+            continue
+        row("probe", ms, out, cfg)
+
+
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
     p.add_argument("--quick", action="store_true")
@@ -215,38 +247,18 @@ def main(argv=None):
     if args.engine_window:
         engine_window(Path(args.out) / "engine_window.csv")
         return
-    f = open(Path(args.out) / "tn_probe.csv", "w", newline="")  # noqa: SIM115 -- rows as they come
-    writer = csv.DictWriter(f, fieldnames=COLUMNS)
-    writer.writeheader()
-    for shape in args.shapes.split(","):
-        N, T = map(int, shape.split("x"))
-        alpha, beta = inputs(N, T, "cuda")
-        ref = affine_scan(alpha.double(), beta.double(), reverse=False, time_dim=0)
-        n_bytes = 3 * alpha.numel() * 4
+    with open(Path(args.out) / "tn_probe.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
 
-        def row(kind, ms, out, cfg=(0, 0, 0, 0, 0, 0)):
-            diff = float((out.double() - ref).abs().max())
-            pct = 100 * n_bytes / (ms * 1e-3) / 1e9 / COPY_GBPS
-            writer.writerow(dict(zip(COLUMNS, [kind, N, T, *map(int, cfg), round(1e3 * ms, 3),
-                                               n_bytes, round(pct, 1), f"{diff:.3g}"])))
+        def emit(row):  # rows as they come: a sweep cut short keeps what it timed
+            writer.writerow(row)
             f.flush()
-            print(kind, N, T, cfg, round(1e3 * ms, 2), round(pct, 1), f"{diff:.2g}", flush=True)
+            print(*row.values(), flush=True)
 
-        nt_a, nt_b = alpha.t().contiguous(), beta.t().contiguous()
-        for kind, call in (
-                ("engine_TN", lambda: affine_scan(alpha, beta, reverse=False, time_dim=0)),
-                ("engine_NT", lambda: affine_scan(nt_a, nt_b, reverse=False, time_dim=1))):
-            out = call()
-            row(kind, device_ms(call).ms, out.t() if kind == "engine_NT" else out)
-        for cfg in tiles(N, args.quick):
-            try:
-                out = tn_scan(alpha, beta, *cfg)
-                ms = device_ms(lambda cfg=cfg: tn_scan(alpha, beta, *cfg)).ms
-            except Exception as e:  # noqa: BLE001 -- a tile that fails to compile is a row too
-                print("failed", cfg, type(e).__name__, str(e)[:200], flush=True)
-                continue
-            row("probe", ms, out, cfg)
-    f.close()
+        for shape in args.shapes.split(","):
+            N, T = map(int, shape.split("x"))
+            probe_shape(N, T, args.quick, emit)
 
 
 if __name__ == "__main__":
