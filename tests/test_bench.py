@@ -622,3 +622,31 @@ def test_time_major_probe_rows():
                          cases=[(8, 32, 1, 4, True, 1)])
     assert [r["kind"] for r in rows] == ["engine_TN", "engine_NT", "probe"]
     assert all(float(r["max_abs_diff"]) < 1e-5 and r["device_us"] > 0 for r in rows)
+
+
+def test_window_ab_rows(monkeypatch, tmp_path):
+    """The window A/Bs write the shipped tile (BLOCK_B 0) and each forced look-back tile of every
+    case, with this process's two windows (forced timing stubbed: it needs CUDA inputs)."""
+    import csv
+
+    from paper_repro.bench import forced
+    from paper_repro.bench import tn_probe as TN
+    from paper_repro.kernels import affine_scan
+
+    seen = []
+
+    def forced_time(prep, want, config):
+        seen.append(config)
+        return 1e-6, 2.0
+
+    monkeypatch.setattr(forced, "prepared", lambda *a: (None, type("P", (), {"call": None}), 0))
+    monkeypatch.setattr(forced, "forced_time", forced_time)
+    monkeypatch.setattr("paper_repro.tuning.device_time_us", lambda call: 3.0)
+    TN.main(["--out", str(tmp_path), "--window-ab"])
+    rows = list(csv.DictReader(open(tmp_path / "window_ab.csv")))
+    assert len(rows) == sum(1 + len(c[3]) for c in TN.AB_CASES) == 20
+    assert {r["algorithm"] for r in rows} == set(TN.ALGORITHMS)
+    assert [int(r["window"]) for r in rows[:1]] == [affine_scan.WINDOW.value]
+    assert int(rows[0]["block_window"]) == affine_scan.BLOCK_WINDOW.value
+    assert all(c.single_pass and c.seg_len == c.BLOCK_T == 128 for c in seen)
+    assert sum(r["BLOCK_B"] == "0" for r in rows) == len(TN.AB_CASES)

@@ -19,6 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
+from paper_repro.bench.inputs import ALGORITHMS
 from paper_repro.kernels.affine_scan import combine as _combine
 from paper_repro.kernels.affine_scan import combine_right_first
 
@@ -164,38 +165,45 @@ def tiles(N, quick=False) -> list:
 
 
 # The engine's time-major look-back tiles (BLOCK_B, BLOCK_T, warps, runs, tiles a segment:
-# 1 a tile a program, more a segment look-back) and the shapes the window A/B times them at.
+# 1 a tile a program, more a segment look-back) and the cases (estimator, N, T, tiles) each
+# window A/B times beside the shipped tile: ``--engine-window`` and ``--window-ab``.
 ENGINE_TILES = ((32, 32, 1, -8, 1), (16, 32, 1, -4, 1), (32, 64, 2, -8, 1), (32, 128, 4, -8, 1),
                 (32, 128, 4, -8, 8))
-ENGINE_CASES = (("prefix_sum", 512, 4096), ("gae", 512, 4096), ("prefix_sum", 64, 131072),
-                ("gae", 64, 131072))
+ENGINE_CASES = tuple((a, N, T, ENGINE_TILES) for N, T in ((512, 4096), (64, 131072))
+                     for a in ("prefix_sum", "gae"))
+AB_CASES = tuple(case for a in ALGORITHMS for case in
+                 ((a, 512, 4096, ((32, 128, 4, -8, 1),)), (a, 64, 131072, ()))
+                 if not (a == "retrace" and case[1] == 64))
+WINDOW_COLUMNS = ["window", "block_window", "algorithm", "num_envs", "seq_len", "BLOCK_B",
+                  "BLOCK_T", "num_warps", "flip", "seg_len", "device_us", "max_abs_diff"]
 
 
-def engine_window(out: Path):
-    """The engine's time-major look-back tiles and its shipped tile (BLOCK_B 0) under this
-    process's look-back window (``PAPER_REPRO_LOOKBACK_WINDOW``), fp32 with float flags, each
-    with its largest difference from the shipped tile's float64 answer: rows appended to
-    ``out``."""
+def engine_window(out: Path, cases=ENGINE_CASES):
+    """Each case's shipped tile (BLOCK_B 0) and forced look-back tiles under this process's
+    look-back windows (``PAPER_REPRO_LOOKBACK_WINDOW`` sets both), fp32 time-major with float
+    flags, each with its largest difference from the shipped tile's float64 answer: rows
+    appended to ``out``."""
     from paper_repro.bench.forced import forced_time, prepared
     from paper_repro.kernels import _launch as L
-    from paper_repro.kernels.affine_scan import WINDOW
+    from paper_repro.kernels.affine_scan import BLOCK_WINDOW, WINDOW
     from paper_repro.tuning import device_time_us
 
     new = not out.exists()
     with open(out, "a", newline="") as f:
-        writer = csv.writer(f)
+        writer = csv.writer(f, lineterminator="\n")
         if new:
-            writer.writerow(["window", "algorithm", "num_envs", "seq_len", "BLOCK_B", "BLOCK_T",
-                             "num_warps", "flip", "seg_len", "device_us", "max_abs_diff"])
-        for a, N, T in ENGINE_CASES:
-            case, prep, want = prepared(a, N, T, "fp32", "TN", "float")
+            writer.writerow(WINDOW_COLUMNS)
+        for a, N, T, tiles in cases:
+            _, prep, want = prepared(a, N, T, "fp32", "TN", "float")
             rows = [((0, 0, 0, 0, 0), 0.0, device_time_us(prep.call))]
-            for bb, bt, w, flip, k in ENGINE_TILES:
+            for bb, bt, w, flip, k in tiles:
                 diff, us = forced_time(prep, want, L.ScanConfig(bb, bt, w, k * bt, True, flip))
                 rows.append(((bb, bt, w, flip, k * bt), diff, us))
             for tile, diff, us in rows:
-                writer.writerow([WINDOW.value, a, N, T, *tile, round(us, 3), f"{diff:.3g}"])
-                print(WINDOW.value, a, N, T, tile, round(us, 2), f"{diff:.2g}", flush=True)
+                row = [WINDOW.value, BLOCK_WINDOW.value, a, N, T, *tile, round(us, 3),
+                       f"{diff:.3g}"]
+                writer.writerow(row)
+                print(*row, flush=True)
             f.flush()
 
 
@@ -242,10 +250,16 @@ def main(argv=None):
     p.add_argument("--engine-window", action="store_true",
                    help="instead: the engine's time-major look-back tiles under this process's "
                         "PAPER_REPRO_LOOKBACK_WINDOW, appended to OUT/engine_window.csv")
+    p.add_argument("--window-ab", action="store_true",
+                   help="instead: every estimator's shipped time-major tiles (and a 32 x 128 "
+                        "look-back at 512 x 4096) under this process's windows, appended to "
+                        "OUT/window_ab.csv")
     args = p.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    if args.engine_window:
-        engine_window(Path(args.out) / "engine_window.csv")
+    if args.engine_window or args.window_ab:
+        name, cases = ("window_ab", AB_CASES) if args.window_ab else ("engine_window",
+                                                                       ENGINE_CASES)
+        engine_window(Path(args.out) / f"{name}.csv", cases)
         return
     with open(Path(args.out) / "tn_probe.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
