@@ -643,7 +643,7 @@ def test_window_ab_rows(monkeypatch, tmp_path):
     monkeypatch.setattr(forced, "forced_time", forced_time)
     monkeypatch.setattr("paper_repro.tuning.device_time_us", lambda call: 3.0)
     TN.main(["--out", str(tmp_path), "--window-ab"])
-    rows = list(csv.DictReader(open(tmp_path / "window_ab.csv")))
+    rows = list(csv.DictReader((tmp_path / "window_ab.csv").read_text().splitlines()))
     assert len(rows) == sum(1 + len(c[3]) for c in TN.AB_CASES) == 20
     assert {r["algorithm"] for r in rows} == set(TN.ALGORITHMS)
     assert [int(r["window"]) for r in rows[:1]] == [affine_scan.WINDOW.value]
