@@ -188,15 +188,16 @@ def test_runs_must_divide_the_tile(kernels):
         P.compute_gae(d["r"], d["v"], d["term"])
 
 
+@pytest.mark.parametrize("block", [1, 2], ids=["one-row", "row-block"])
 @pytest.mark.parametrize("in_launch_order", [True, False], ids=["launch-order", "tickets"])
 @pytest.mark.parametrize("est", every_kernel([()], ["windows"]))
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
-def test_look_back_across_windows(est, kernels, in_launch_order, monkeypatch):
+def test_look_back_across_windows(est, kernels, in_launch_order, block, monkeypatch):
     """No tile publishes its inclusive prefix under the interpreter, so every look-back
-    composes aggregates back to the boundary, across up to four windows (in-order execution
-    never needs to): 26 tiles of 4 steps in windows of 8 there (the GPU: 66 tiles, windows of
-    8, those of row blocks), time-major and fp64 too; programs placed by launch index and by
-    ticket."""
+    composes aggregates back to the boundary, across several windows (in-order execution
+    never needs to): 26 tiles of 4 steps there, in windows of 8 for one-row blocks and of 4 for
+    row blocks (the GPU: 66 tiles, windows of 32 and 8), time-major and fp64 too; programs
+    placed by launch index and by ticket."""
     import triton.language as tl
 
     from paper_repro.kernels import affine_scan
@@ -210,7 +211,7 @@ def test_look_back_across_windows(est, kernels, in_launch_order, monkeypatch):
         monkeypatch.setattr(affine_scan, "WINDOW", tl.constexpr(8))
         monkeypatch.setattr(affine_scan, "BLOCK_WINDOW", tl.constexpr(4))
         T, T64 = 101, 50
-    config = L.ScanConfig(BLOCK_B=2, BLOCK_T=4, num_warps=1, seg_len=4, single_pass=True)
+    config = L.ScanConfig(BLOCK_B=block, BLOCK_T=4, num_warps=1, seg_len=4, single_pass=True)
     with kernels_on(kernels), L.force_config(config):
         d = make_inputs(3, T, device=device_of(kernels))
         check(est, d, TOL[torch.float32])
