@@ -650,3 +650,30 @@ def test_window_ab_rows(monkeypatch, tmp_path):
     assert int(rows[0]["block_window"]) == affine_scan.BLOCK_WINDOW.value
     assert all(c.single_pass and c.seg_len == c.BLOCK_T == 128 for c in seen)
     assert sum(r["BLOCK_B"] == "0" for r in rows) == len(TN.AB_CASES)
+
+
+def test_time_major_sweep_rows(monkeypatch, tmp_path):
+    """The time-major sweep writes both layouts' shipped rows, then every candidate forced on
+    the time-major inputs, for each estimator but Retrace (timing stubbed: it needs CUDA)."""
+    import csv
+
+    from paper_repro.bench import forced
+    from paper_repro.bench import tn_sweep as S
+
+    seen = []
+
+    def forced_time(prep, want, config):
+        seen.append(config)
+        return 1e-6, 2.0
+
+    monkeypatch.setattr(forced, "prepared", lambda *a: (None, type("P", (), {"call": None}), 0))
+    monkeypatch.setattr(forced, "forced_time", forced_time)
+    monkeypatch.setattr("paper_repro.tuning.device_time_us", lambda call: 3.0)
+    S.main(["--out", str(tmp_path), "--quick"])
+    rows = list(csv.DictReader((tmp_path / "tn_sweep.csv").read_text().splitlines()))
+    per_case = 2 + len(S.candidates(*S.QUICK_SHAPES[0]))
+    assert len(rows) == len(S.SWEPT) * per_case and "retrace" not in S.SWEPT
+    assert [r["layout"] for r in rows[:per_case]] == ["NT"] + ["TN"] * (per_case - 1)
+    assert all(c.seg_len % c.BLOCK_T == 0 for c in seen)
+    assert "rows16x128" in S.candidates(2048, 1000)
+    assert S.candidates(2048, 1000)["rows16x128"][3] == 1024

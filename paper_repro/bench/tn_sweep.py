@@ -1,0 +1,83 @@
+"""Time-major tile sweep: each estimator's shipped tiles in both layouts, then candidate
+time-major tiles forced on the same inputs, over shapes with a few hundred to a few thousand
+envs and 1024-32768 steps (the rows behind ``_launch._time_major_config``'s look-back rule).
+
+    python -m paper_repro.bench.tn_sweep --out DIR [--quick]
+
+Each row is one (estimator, shape, layout, tile): its device time (CUDA-graph replay, inputs
+warm in L2 where they fit) and, for a forced tile, its largest difference from the shipped
+time-major tile's float64 answer, so a tile that computes wrongly shows, not only a slow one.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+from pathlib import Path
+
+from paper_repro.bench.inputs import ALGORITHMS
+
+COLUMNS = ["algorithm", "num_envs", "seq_len", "layout", "tile", "BLOCK_B", "BLOCK_T",
+           "num_warps", "seg_len", "single_pass", "flip", "device_us", "max_abs_diff", "commit"]
+# Retrace's time-major look-back publishes words and lost at 512 x 4096 (window_ab.csv: 1.38x)
+SWEPT = tuple(a for a in ALGORITHMS if a != "retrace")
+SHAPES = ((256, 2048), (256, 4096), (256, 8192), (512, 2048), (512, 4096), (512, 8192),
+          (1024, 2048), (1024, 4096), (1024, 8192), (128, 16384), (256, 16384),
+          (2048, 1024), (2048, 2048), (2048, 4096), (4096, 1024))
+QUICK_SHAPES = ((512, 4096),)
+
+
+def candidates(N: int, T: int) -> dict:
+    """Named time-major tiles ``(BLOCK_B, BLOCK_T, warps, seg_len, single_pass, flip)``: 32-env
+    look-back tiles of one tile, or segments of 2 and 4 tiles (fp32 interleaved runs of 8), and
+    one-pass 16 x 128 row blocks in interleaved runs of 4 where rows fill the GPU."""
+    out = {"lb32x128": (32, 128, 4, 128, True, -8), "lb32x64": (32, 64, 2, 64, True, -8),
+           "seg2x128": (32, 128, 4, 256, True, -8), "seg4x128": (32, 128, 4, 512, True, -8)}
+    if N >= 1024:
+        out["rows16x128"] = (16, 128, 4, -(-T // 128) * 128, False, -4)
+    return out
+
+
+def sweep(emit, shapes=SHAPES, algorithms=SWEPT):
+    """``emit(row)`` for each estimator and shape: the shipped batch-major and time-major
+    calls, then each forced candidate on the time-major inputs."""
+    from paper_repro.bench.forced import forced_time, prepared
+    from paper_repro.kernels import _launch as L
+    from paper_repro.tuning import device_time_us
+
+    commit = os.environ.get("PAPER_REPRO_GIT_COMMIT", "")
+    for N, T in shapes:
+        for a in algorithms:
+            _, nt, _ = prepared(a, N, T, "fp32", "NT", "float")
+            _, tn, want = prepared(a, N, T, "fp32", "TN", "float")
+            rows = [("shipped", layout, None, 0.0, device_time_us(prep.call))
+                    for layout, prep in (("NT", nt), ("TN", tn))]
+            for name, tile in candidates(N, T).items():
+                diff, us = forced_time(tn, want, L.ScanConfig(*tile))
+                rows.append((name, "TN", tile, diff, us))
+            for name, layout, tile, diff, us in rows:
+                tile = tile or (0, 0, 0, 0, False, 0)
+                emit(dict(zip(COLUMNS, [a, N, T, layout, name, *tile[:4], int(tile[4]),
+                                        int(tile[5]), round(us, 3), f"{diff:.3g}", commit])))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    with open(Path(args.out) / "tn_sweep.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+
+        def emit(row):  # rows as they come: a sweep cut short keeps what it timed
+            writer.writerow(row)
+            f.flush()
+            print(*row.values(), flush=True)
+
+        sweep(emit, QUICK_SHAPES if args.quick else SHAPES)
+
+
+if __name__ == "__main__":
+    main()
