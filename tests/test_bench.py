@@ -677,3 +677,7 @@ def test_time_major_sweep_rows(monkeypatch, tmp_path):
     assert all(c.seg_len % c.BLOCK_T == 0 for c in seen)
     assert "rows16x128" in S.candidates(2048, 1000)
     assert S.candidates(2048, 1000)["rows16x128"][3] == 1024
+    S.main(["--out", str(tmp_path), "--quick", "--check"])
+    rows = list(csv.DictReader((tmp_path / "tn_check.csv").read_text().splitlines()))
+    assert {"two_pass", "rows16x128_latest"} <= {r["tile"] for r in rows}
+    assert S.candidates(512, 4096, wide=True, check=True)["two_pass"][:2] == (32, 16)

@@ -381,6 +381,7 @@ ONE_WARP32 = L.LongRows(warps32=1)
 ONE_WARP512 = L.LongRows(warps32=1, look_back_steps32=512)
 THREE_ROWS = L.LongRows(two_pass_rows=3)
 NO_TWO_PASS = L.LongRows(two_pass_rows=0)
+GAE_ROWS = L.LongRows(time_major_two_pass=(0, 0))  # time-major: look back at every size
 STEPS1024 = L.LongRows(two_pass_steps32=1024)
 
 
@@ -444,7 +445,17 @@ def test_heuristic_splits():
     assert kind(1, 4194304) != "segment look-back" != kind(4, 1048576, tm=True)
     # 64 rows in two row blocks of 32: segment look-back over 4 tiles of 128 steps
     assert L.choose_config(64, 131072, True, 132, False).seg_len == 512
-    assert kind(512, 4096, tm=True) == "two-pass"
+    # fp32 time-major rows of few row blocks: a one-tile look-back, but two passes where the
+    # estimator's inputs fit L2 twice (``time_major_two_pass``); V-trace's always look back
+    look_back = L.ScanConfig(32, 128, 4, 128, True, -8)
+    assert L.choose_config(512, 4096, True, 132, False) == look_back
+    assert L.choose_config(512, 8192, True, 132, True) == look_back
+    assert L.choose_config(2048, 4096, True, 132, False) == look_back  # a row block an SM
+    assert kind(512, 8192, tm=True) == kind(1024, 4096, tm=True) == "two-pass"
+    assert kind(1024, 8192, tm=True) == kind(128, 16384, tm=True) == "look-back"
+    assert L.choose_config(512, 8192, True, 132, False, long_rows=GAE_ROWS) == look_back
+    assert L.choose_config(512, 4096, True, 132, False, itemsize=2).seg_len == 128  # two passes
+    assert L.choose_config(4096, 2048, True, 132, False).seg_len == 2048  # one pass
     assert kind(4096, 512, tm=True) == kind(4096, 128, tm=True) == "one pass"
     assert kind(32768, 32, retrace=True) == kind(32768, 32, tm=True) == "one pass"
     assert L.choose_config(4096, 512, False, 132, False).BLOCK_B == 1  # a row a program
@@ -565,8 +576,9 @@ def test_flip_rule():
     (Retrace: 4)."""
     assert L.choose_config(4096, 128, True, 132, False).flip == -4  # 16x128, 4 warps
     assert L.choose_config(4096, 64, True, 132, False).flip == -2
-    assert L.choose_config(512, 4096, True, 132, True).flip == -4  # V-trace, 32x16, 1 warp
-    assert L.choose_config(512, 4096, True, 132, False).flip == -8  # 32x32, 1 warp
+    assert L.choose_config(512, 4096, True, 132, True).flip == -8  # V-trace, 32x128, 4 warps
+    assert L.choose_config(512, 8192, True, 132, False).flip == -8  # 32x32, 1 warp
+    assert L.choose_config(2048, 1024, True, 132, False).flip == -4  # 16x128, 4 warps
     assert L.choose_config(64, 131072, True, 132, False).flip == -8  # 32x128, 4 warps
     assert L.choose_config(16, 131072, True, 132, False).flip == -4  # 16x128 look-back
     assert L.choose_config(512, 4096, True, 132, True, itemsize=2).flip == 1

@@ -2,7 +2,7 @@
 time-major tiles forced on the same inputs, over shapes with a few hundred to a few thousand
 envs and 1024-32768 steps (the rows behind ``_launch._time_major_config``'s look-back rule).
 
-    python -m paper_repro.bench.tn_sweep --out DIR [--quick]
+    python -m paper_repro.bench.tn_sweep --out DIR [--quick] [--check]
 
 Each row is one (estimator, shape, layout, tile): its device time (CUDA-graph replay, inputs
 warm in L2 where they fit) and, for a forced tile, its largest difference from the shipped
@@ -24,23 +24,33 @@ SWEPT = tuple(a for a in ALGORITHMS if a != "retrace")
 SHAPES = ((256, 2048), (256, 4096), (256, 8192), (512, 2048), (512, 4096), (512, 8192),
           (1024, 2048), (1024, 4096), (1024, 8192), (128, 16384), (256, 16384),
           (2048, 1024), (2048, 2048), (2048, 4096), (4096, 1024))
+# --check: shapes the rule reaches beyond those it was read from (shorter rows of few row
+# blocks, many rows), each beside the tiles the rule replaced
+CHECK_SHAPES = ((256, 1024), (512, 1024), (1024, 1024), (512, 512), (1024, 512), (4096, 2048),
+                (8192, 2048), (4096, 4096), (16384, 512), (8192, 1024), (512, 4096))
 QUICK_SHAPES = ((512, 4096),)
 
 
-def candidates(N: int, T: int) -> dict:
+def candidates(N: int, T: int, wide: bool = False, check: bool = False) -> dict:
     """Named time-major tiles ``(BLOCK_B, BLOCK_T, warps, seg_len, single_pass, flip)``: 32-env
     look-back tiles of one tile, or segments of 2 and 4 tiles (fp32 interleaved runs of 8), and
-    one-pass 16 x 128 row blocks in interleaved runs of 4 where rows fill the GPU."""
+    one-pass 16 x 128 row blocks in interleaved runs of 4 where rows fill the GPU. ``check``:
+    also the tiles the look-back rule replaced (two passes of one-warp tiles, and one-pass row
+    blocks latest step first)."""
+    steps = -(-T // 128) * 128
     out = {"lb32x128": (32, 128, 4, 128, True, -8), "lb32x64": (32, 64, 2, 64, True, -8),
            "seg2x128": (32, 128, 4, 256, True, -8), "seg4x128": (32, 128, 4, 512, True, -8)}
-    if N >= 1024:
-        out["rows16x128"] = (16, 128, 4, -(-T // 128) * 128, False, -4)
+    if N >= 1024 or check:
+        out["rows16x128"] = (16, 128, 4, steps, False, -4)
+    if check:
+        out["rows16x128_latest"] = (16, 128, 4, steps, False, 1)
+        out["two_pass"] = (32, 16, 1, 64, False, -4) if wide else (32, 32, 1, 128, False, -8)
     return out
 
 
-def sweep(emit, shapes=SHAPES, algorithms=SWEPT):
+def sweep(emit, shapes=SHAPES, algorithms=SWEPT, check=False):
     """``emit(row)`` for each estimator and shape: the shipped batch-major and time-major
-    calls, then each forced candidate on the time-major inputs."""
+    calls, then each forced candidate (:func:`candidates`) on the time-major inputs."""
     from paper_repro.bench.forced import forced_time, prepared
     from paper_repro.kernels import _launch as L
     from paper_repro.tuning import device_time_us
@@ -52,7 +62,7 @@ def sweep(emit, shapes=SHAPES, algorithms=SWEPT):
             _, tn, want = prepared(a, N, T, "fp32", "TN", "float")
             rows = [("shipped", layout, None, 0.0, device_time_us(prep.call))
                     for layout, prep in (("NT", nt), ("TN", tn))]
-            for name, tile in candidates(N, T).items():
+            for name, tile in candidates(N, T, a == "vtrace", check).items():
                 diff, us = forced_time(tn, want, L.ScanConfig(*tile))
                 rows.append((name, "TN", tile, diff, us))
             for name, layout, tile, diff, us in rows:
@@ -65,9 +75,13 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--check", action="store_true",
+                   help="instead: CHECK_SHAPES, with the replaced tiles, to OUT/tn_check.csv")
     args = p.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    with open(Path(args.out) / "tn_sweep.csv", "w", newline="") as f:
+    name = "tn_check.csv" if args.check else "tn_sweep.csv"
+    shapes = QUICK_SHAPES if args.quick else CHECK_SHAPES if args.check else SHAPES
+    with open(Path(args.out) / name, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         writer.writeheader()
 
@@ -76,7 +90,7 @@ def main(argv=None):
             f.flush()
             print(*row.values(), flush=True)
 
-        sweep(emit, QUICK_SHAPES if args.quick else SHAPES)
+        sweep(emit, shapes, check=args.check)
 
 
 if __name__ == "__main__":

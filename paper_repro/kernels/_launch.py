@@ -261,13 +261,15 @@ class LongRows:
     of the 16-bit long-row look-back tile (0: none); ``warps32``: the warps of the fp32
     long-row look-back tile (2: 1024 steps, capped from 2**22 elements; 1: ``look_back_steps32``
     steps, uncapped); ``two_pass_steps32``: the steps of the fp32 tile in the two passes of up
-    to four rows."""
+    to four rows; ``time_major_two_pass``: the ``[lo, hi)`` elements (``B * T``) at which fp32
+    time-major rows of few row blocks take two passes rather than a one-tile look-back."""
 
     two_pass_rows: int = 4
     cap16: int = 0
     warps32: int = 2
     two_pass_steps32: int = 2048
     look_back_steps32: int = 1024
+    time_major_two_pass: tuple = (1 << 22, 1 << 23)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -282,7 +284,8 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
     batch-major backward tiles; ``long_rows``: the estimator's tiles for rows too few to
     fill the GPU (:class:`LongRows`)."""
     if time_major:
-        return _time_major_config(B, T, sms, wide, retrace, itemsize)
+        return _time_major_config(B, T, sms, wide, retrace, itemsize,
+                                  long_rows.time_major_two_pass)
     config = _batch_major_config(B, T, sms, wide, retrace, itemsize, long_rows)
     return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
 
@@ -455,13 +458,13 @@ def _interleaved(BLOCK_B: int, BLOCK_T: int, num_warps: int, itemsize: int) -> i
 
 
 def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
-                       itemsize: int) -> ScanConfig:
+                       itemsize: int, two_pass: tuple = (1 << 22, 1 << 23)) -> ScanConfig:
     """``[T, B]`` inputs: tiles across the contiguous batch axis. Backward scans hold their
     tiles latest step first (``flip``; time is not the vectorised axis here), which saves
     Triton's lane reversal: 32768x32 GAE 7.3 -> 4.1 us, 512x4096 28.7 -> 19.7 (roofline.csv),
     or, fp32, as interleaved runs (``_interleaved``; forward scans too). Retrace keeps the
     reverse scan (flipped: 3-7 % slower, tile_probe.csv) but for fp32 tiles of few row blocks,
-    interleaved."""
+    interleaved. ``two_pass``: :attr:`LongRows.time_major_two_pass`."""
     flip = not retrace
     fp32 = itemsize == 4 and not retrace
     if B < 16:
@@ -497,15 +500,21 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
     # 16x128 tiles (4096x512: 36.0 -> 16.4 us); few row blocks: split time.
     BLOCK_T = min(_pow2(T), 128)
     chunks = triton_cdiv(T, BLOCK_T)
+    # 32x128 tiles in 4 warps, one a program, by look-back in windows of 8 (tn_sweep.csv)
+    look_back = ScanConfig(32, 128, 4, 128, True, _interleaved(32, 128, 4, 4))
     if row_blocks < sms // 2 and chunks >= 16:
         if T <= 16384 and not retrace:
+            # fp32: the look-back beside two passes, 128-16384 steps from 128 envs
+            # (tn_sweep.csv: 256x2048 GAE 12.2 -> 6.8 us, 1024x8192 51.7 -> 35.7 eligibility
+            # traces, V-trace everywhere 0.59-0.99x); two passes held only where the
+            # estimator's few inputs fit L2 twice (``two_pass``: 2**22 elements, 512x8192
+            # discounted returns 18.2 against 22.4 us by look-back).
+            if fp32 and (wide or not two_pass[0] <= B * T < two_pass[1]):
+                return look_back
             # Two passes over short segments of one-warp tiles (512x4096, flipped: GAE 23.4 ->
             # 20.0 us, discounted returns 21.6 -> 16.8 against look-back; tile_probe.csv). fp32
             # in interleaved runs (runs rows): 32x32 over 128 steps (discounted returns 11.9 ->
-            # 11.0 us, GAE 15.0 -> 14.1 against 16x32), V-trace 32x16 over 64 (27.4 -> 24.9;
-            # its 32x32 tiles spill: 210 us).
-            if fp32 and wide:
-                return ScanConfig(32, 16, 1, 64, flip=_interleaved(32, 16, 1, 4))
+            # 11.0 us, GAE 15.0 -> 14.1 against 16x32).
             if fp32:
                 return ScanConfig(32, 32, 1, 128, flip=_interleaved(32, 32, 1, 4))
             return ScanConfig(32, 16, 1, 128, flip=flip)
@@ -537,7 +546,14 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
         if retrace:
             return ScanConfig(16, BLOCK_T, 4, BLOCK_T, True, runs if itemsize == 4 else 0)
         return ScanConfig(16, BLOCK_T, 4, BLOCK_T, True, runs if fp32 else flip)
-    return ScanConfig(16, BLOCK_T, 4, chunks * BLOCK_T, flip=flip)
+    if fp32 and chunks >= 16 and row_blocks <= sms:
+        # Up to a 16-row block an SM: one-pass programs are too few (tn_sweep.csv, 2048x4096:
+        # 0.72-0.90x the one-pass time)
+        return look_back
+    # One pass; fp32 in interleaved runs of 4 (tn_sweep.csv, 2048x1024 0.65-0.85x the time of
+    # latest step first, 4096x1024 0.82-0.91x)
+    return ScanConfig(16, BLOCK_T, 4, chunks * BLOCK_T,
+                      flip=_interleaved(16, BLOCK_T, 4, 4) if fp32 else flip)
 
 
 def config_for(B: int, T: int, stride, device, wide: bool = False,

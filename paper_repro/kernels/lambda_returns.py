@@ -35,8 +35,9 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # Long rows of TD(lambda): no fp32 rows take two passes, as GAE (split_rows.csv, split-check);
 # the fp32 look-back in one warp uncapped once programs took the launch index (order_tiles.csv,
 # 64x131072: 37.2 against 40.6 us in two capped warps); its 16-bit look-back stays uncapped
-# (registers.csv: 1.03x the time capped at 128).
-LONG_ROWS = L.LongRows(two_pass_rows=0, warps32=1)
+# (registers.csv: 1.03x the time capped at 128); time-major, the look-back at every size, as GAE
+# (tn_sweep.csv, 1024x4096 32.1 -> 27.0 us).
+LONG_ROWS = L.LongRows(two_pass_rows=0, warps32=1, time_major_two_pass=(0, 0))
 # Of the discounted returns: two passes up to four fp32 rows (split-long, 1x4194304 in one-warp
 # 512-step look-back tiles: 1.12x the time), in 1024-step tiles (split-tile, 2048-step tiles:
 # 4x1048576 1.16x, 1x4194304 1.08x); the fp32 look-back in one warp (split-long, 16x262144 to
