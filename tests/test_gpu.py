@@ -65,6 +65,25 @@ def test_look_back_at_scale(est):
                          f"in_launch_order={affine_scan.IN_LAUNCH_ORDER}", g, w, 1e-4)
 
 
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_time_major_look_back_tiles(est):
+    """fp32 time-major rows of few row blocks under the heuristic's one-tile 32x128 look-back
+    (512 x 4096; 1000 x 1500, 12 tiles a row block, neither a multiple; 2048 x 3000, a row
+    block an SM), and 512 x 8192, where the three-input estimators keep two passes."""
+    from paper_repro.kernels import _launch as L
+
+    sms = L.num_sms(torch.device("cuda"))
+    for n, t in ((512, 4096), (1000, 1500), (2048, 3000), (512, 8192)):
+        if est.kernel != "retrace" and (n, t) != (512, 8192):
+            assert L.choose_config(n, t, True, sms, est.kernel == "vtrace").single_pass
+        d = make_inputs(n, t, device="cuda")
+        layout = LAYOUTS[1]
+        got = [layout.back(y) for y in outputs(est.call(P, layout.apply(d),
+                                                        time_dim=layout.time_dim))]
+        for g, w in zip(got, outputs(est.call(ref, d))):
+            assert_close(f"{est.name} {n}x{t} time-major", g, w, 1e-4)
+
+
 def test_look_back_by_ticket():
     """Programs placed by ticket (PAPER_REPRO_LOOKBACK_TICKETS=1, the order used off CUDA) on
     the GPU: the look-back tests in a fresh process, where the setting is read at import."""

@@ -396,7 +396,9 @@ def test_heuristic_splits():
     (V-trace four, ``warps32`` one, in ``look_back_steps32``), otherwise 512 in one; Retrace
     256 steps in one warp; 16-bit rows from 131072 steps 1024 in one warp (V-trace 512).
     Retrace's tiles that walk rows hold half the others' elements a warp; V-trace's 1024 steps
-    in four warps from five rows to two an SM (16-bit four)."""
+    in four warps from five rows to two an SM (16-bit four). fp32 time-major rows of up to a row
+    block an SM from 1024 steps (2048 from half the SMs) look back in one-tile 32x128 tiles,
+    but where the estimator's inputs fit L2 twice (``time_major_two_pass``)."""
     def kind(N, T, tm=False, wide=False, retrace=False):
         c = L.choose_config(N, T, tm, 132, wide or retrace, retrace)
         if c.single_pass and c.seg_len > c.BLOCK_T:
@@ -456,6 +458,9 @@ def test_heuristic_splits():
     assert L.choose_config(512, 8192, True, 132, False, long_rows=GAE_ROWS) == look_back
     assert L.choose_config(512, 4096, True, 132, False, itemsize=2).seg_len == 128  # two passes
     assert L.choose_config(4096, 2048, True, 132, False).seg_len == 2048  # one pass
+    assert L.choose_config(1024, 1024, True, 132, True) == look_back  # 8 tiles, few row blocks
+    assert L.choose_config(2048, 1024, True, 132, False).seg_len == 1024
+    assert L.choose_config(1024, 512, True, 132, False).seg_len == 512
     assert kind(4096, 512, tm=True) == kind(4096, 128, tm=True) == "one pass"
     assert kind(32768, 32, retrace=True) == kind(32768, 32, tm=True) == "one pass"
     assert L.choose_config(4096, 512, False, 132, False).BLOCK_B == 1  # a row a program

@@ -546,12 +546,13 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
         if retrace:
             return ScanConfig(16, BLOCK_T, 4, BLOCK_T, True, runs if itemsize == 4 else 0)
         return ScanConfig(16, BLOCK_T, 4, BLOCK_T, True, runs if fp32 else flip)
-    if fp32 and chunks >= 16 and row_blocks <= sms:
-        # Up to a 16-row block an SM: one-pass programs are too few (tn_sweep.csv, 2048x4096:
-        # 0.72-0.90x the one-pass time)
+    if fp32 and row_blocks <= sms and chunks >= (8 if row_blocks < sms // 2 else 16):
+        # Up to a 16-row block an SM, one-pass programs are too few: the look-back from 16
+        # tiles (tn_sweep.csv, 2048x4096: 0.72-0.90x the one-pass time; 2048x1024 lost), from
+        # 8 under half the SMs (tn_check.csv, 512x1024: 0.55-0.66x; 1024x512 0.94-1.10x)
         return look_back
     # One pass; fp32 in interleaved runs of 4 (tn_sweep.csv, 2048x1024 0.65-0.85x the time of
-    # latest step first, 4096x1024 0.82-0.91x)
+    # latest step first; tn_check.csv, 4096x2048 0.85-0.94x, 8192x2048 GAE and TD(lambda) 1.06x)
     return ScanConfig(16, BLOCK_T, 4, chunks * BLOCK_T,
                       flip=_interleaved(16, BLOCK_T, 4, 4) if fp32 else flip)
 
