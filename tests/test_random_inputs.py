@@ -546,8 +546,9 @@ def test_heuristic_splits():
 LONG_ROWS = dict(
     dict.fromkeys(("vtrace", "vtrace_clip_last_value"), L.LongRows(two_pass_rows=0, cap16=128)),
     **dict.fromkeys(("gae", "gae_last_value"),
-                    L.LongRows(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512)),
-    lambda_returns=L.LongRows(two_pass_rows=0, warps32=1),
+                    L.LongRows(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512,
+                               time_major_two_pass=(0, 0))),
+    lambda_returns=L.LongRows(two_pass_rows=0, warps32=1, time_major_two_pass=(0, 0)),
     discounted_returns=L.LongRows(cap16=128, warps32=1, two_pass_steps32=1024))
 
 
@@ -558,9 +559,9 @@ def test_long_row_choices(est, kernels, monkeypatch):
     long rows it takes two passes
     (V-trace, GAE and TD(lambda) none, the others four), its 16-bit look-back's register cap
     (V-trace, GAE and the discounted returns 128, the others none), its fp32 look-back's
-    warps (the returns and GAE one, GAE's in 512-step tiles, the others two) and its fp32
-    two-pass tile's steps (the
-    discounted returns 1024, the others 2048)."""
+    warps (the returns and GAE one, GAE's in 512-step tiles, the others two), its fp32
+    two-pass tile's steps (the discounted returns 1024, the others 2048) and its time-major
+    two-pass band (GAE and TD(lambda) with values none)."""
     seen, config_for = [], L.config_for
 
     def spy(*args, **kwargs):
