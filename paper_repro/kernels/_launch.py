@@ -552,7 +552,7 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
         # 8 under half the SMs (tn_check.csv, 512x1024: 0.55-0.66x; 1024x512 0.94-1.10x)
         return look_back
     # One pass; fp32 in interleaved runs of 4 (tn_sweep.csv, 2048x1024 0.65-0.85x the time of
-    # latest step first; tn_check.csv, 4096x2048 0.85-0.94x, 8192x2048 GAE and TD(lambda) 1.06x)
+    # latest step first; tn_check.csv, 4096x2048 0.85-0.93x, 8192x2048 GAE and TD(lambda) 1.06x)
     return ScanConfig(16, BLOCK_T, 4, chunks * BLOCK_T,
                       flip=_interleaved(16, BLOCK_T, 4, 4) if fp32 else flip)
 
