@@ -624,14 +624,10 @@ def test_time_major_probe_rows():
     assert all(float(r["max_abs_diff"]) < 1e-5 and r["device_us"] > 0 for r in rows)
 
 
-def test_window_ab_rows(monkeypatch, tmp_path):
-    """The window A/Bs write the shipped tile (BLOCK_B 0) and each forced look-back tile of every
-    case, with this process's two windows (forced timing stubbed: it needs CUDA inputs)."""
-    import csv
-
+def stub_forced_timing(monkeypatch) -> list:
+    """Forced-tile timing without CUDA: every forced config is recorded in the returned list
+    and takes 2 us within 1e-6, every shipped call 3 us."""
     from paper_repro.bench import forced
-    from paper_repro.bench import tn_probe as TN
-    from paper_repro.kernels import affine_scan
 
     seen = []
 
@@ -642,6 +638,18 @@ def test_window_ab_rows(monkeypatch, tmp_path):
     monkeypatch.setattr(forced, "prepared", lambda *a: (None, type("P", (), {"call": None}), 0))
     monkeypatch.setattr(forced, "forced_time", forced_time)
     monkeypatch.setattr("paper_repro.tuning.device_time_us", lambda call: 3.0)
+    return seen
+
+
+def test_window_ab_rows(monkeypatch, tmp_path):
+    """The window A/Bs write the shipped tile (BLOCK_B 0) and each forced look-back tile of every
+    case, with this process's two windows (forced timing stubbed: it needs CUDA inputs)."""
+    import csv
+
+    from paper_repro.bench import tn_probe as TN
+    from paper_repro.kernels import affine_scan
+
+    seen = stub_forced_timing(monkeypatch)
     TN.main(["--out", str(tmp_path), "--window-ab"])
     rows = list(csv.DictReader((tmp_path / "window_ab.csv").read_text().splitlines()))
     assert len(rows) == sum(1 + len(c[3]) for c in TN.AB_CASES) == 20
@@ -657,18 +665,9 @@ def test_time_major_sweep_rows(monkeypatch, tmp_path):
     the time-major inputs, for each estimator but Retrace (timing stubbed: it needs CUDA)."""
     import csv
 
-    from paper_repro.bench import forced
     from paper_repro.bench import tn_sweep as S
 
-    seen = []
-
-    def forced_time(prep, want, config):
-        seen.append(config)
-        return 1e-6, 2.0
-
-    monkeypatch.setattr(forced, "prepared", lambda *a: (None, type("P", (), {"call": None}), 0))
-    monkeypatch.setattr(forced, "forced_time", forced_time)
-    monkeypatch.setattr("paper_repro.tuning.device_time_us", lambda call: 3.0)
+    seen = stub_forced_timing(monkeypatch)
     S.main(["--out", str(tmp_path), "--quick"])
     rows = list(csv.DictReader((tmp_path / "tn_sweep.csv").read_text().splitlines()))
     per_case = 2 + len(S.candidates(*S.QUICK_SHAPES[0]))
