@@ -680,3 +680,7 @@ def test_time_major_sweep_rows(monkeypatch, tmp_path):
     rows = list(csv.DictReader((tmp_path / "tn_check.csv").read_text().splitlines()))
     assert {"two_pass", "rows16x128_latest"} <= {r["tile"] for r in rows}
     assert S.candidates(512, 4096, wide=True, check=True)["two_pass"][:2] == (32, 16)
+    S.main(["--out", str(tmp_path), "--quick", "--variants"])
+    rows = list(csv.DictReader((tmp_path / "tn_variants.csv").read_text().splitlines()))
+    assert [r["flip"] for r in rows if r["tile"] == "lb32x128w4"] == ["-8"] * len(S.SWEPT)
+    assert all(c.single_pass and c.seg_len == c.BLOCK_T for c in seen[-7 * len(S.SWEPT):])

@@ -2,7 +2,7 @@
 time-major tiles forced on the same inputs, over shapes with a few hundred to a few thousand
 envs and 1024-32768 steps (the rows behind ``_launch._time_major_config``'s look-back rule).
 
-    python -m paper_repro.bench.tn_sweep --out DIR [--quick] [--check]
+    python -m paper_repro.bench.tn_sweep --out DIR [--quick] [--check | --variants]
 
 Each row is one (estimator, shape, layout, tile): its device time (CUDA-graph replay, inputs
 warm in L2 where they fit) and, for a forced tile, its largest difference from the shipped
@@ -48,9 +48,24 @@ def candidates(N: int, T: int, wide: bool = False, check: bool = False) -> dict:
     return out
 
 
-def sweep(emit, shapes=SHAPES, algorithms=SWEPT, check=False):
+# --variants: shapes where the one-tile look-back ships, for its tile's shape and warps
+VARIANT_SHAPES = ((256, 2048), (512, 4096), (1024, 8192), (2048, 4096))
+
+
+def variants(N: int, T: int, wide: bool = False, check: bool = False) -> dict:
+    """One-tile look-back tiles around the shipped 32 x 128 in 4 warps: 8 warps, 16 or 64 envs,
+    256 steps, each in the interleaved runs its layout gives a thread (``_interleaved``)."""
+    from paper_repro.kernels._launch import _interleaved
+
+    return {f"lb{bb}x{bt}w{w}": (bb, bt, w, bt, True, _interleaved(bb, bt, w, 4))
+            for bb, bt, w in ((32, 128, 4), (32, 128, 8), (16, 128, 4), (64, 128, 4),
+                              (32, 256, 4), (16, 256, 4), (32, 256, 8))}
+
+
+def sweep(emit, shapes=SHAPES, algorithms=SWEPT, check=False, tiles=candidates):
     """``emit(row)`` for each estimator and shape: the shipped batch-major and time-major
-    calls, then each forced candidate (:func:`candidates`) on the time-major inputs."""
+    calls, then each forced tile (``tiles``: :func:`candidates` or :func:`variants`) on the
+    time-major inputs."""
     from paper_repro.bench.forced import forced_time, prepared
     from paper_repro.kernels import _launch as L
     from paper_repro.tuning import device_time_us
@@ -62,7 +77,7 @@ def sweep(emit, shapes=SHAPES, algorithms=SWEPT, check=False):
             _, tn, want = prepared(a, N, T, "fp32", "TN", "float")
             rows = [("shipped", layout, None, 0.0, device_time_us(prep.call))
                     for layout, prep in (("NT", nt), ("TN", tn))]
-            for name, tile in candidates(N, T, a == "vtrace", check).items():
+            for name, tile in tiles(N, T, a == "vtrace", check).items():
                 diff, us = forced_time(tn, want, L.ScanConfig(*tile))
                 rows.append((name, "TN", tile, diff, us))
             for name, layout, tile, diff, us in rows:
@@ -77,10 +92,14 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true")
     p.add_argument("--check", action="store_true",
                    help="instead: CHECK_SHAPES, with the replaced tiles, to OUT/tn_check.csv")
+    p.add_argument("--variants", action="store_true",
+                   help="instead: VARIANT_SHAPES, look-back tile variants, to OUT/tn_variants.csv")
     args = p.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    name = "tn_check.csv" if args.check else "tn_sweep.csv"
-    shapes = QUICK_SHAPES if args.quick else CHECK_SHAPES if args.check else SHAPES
+    name = ("tn_variants.csv" if args.variants else "tn_check.csv" if args.check
+            else "tn_sweep.csv")
+    shapes = QUICK_SHAPES if args.quick else VARIANT_SHAPES if args.variants else \
+        CHECK_SHAPES if args.check else SHAPES
     with open(Path(args.out) / name, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         writer.writeheader()
@@ -90,7 +109,7 @@ def main(argv=None):
             f.flush()
             print(*row.values(), flush=True)
 
-        sweep(emit, shapes, check=args.check)
+        sweep(emit, shapes, check=args.check, tiles=variants if args.variants else candidates)
 
 
 if __name__ == "__main__":
