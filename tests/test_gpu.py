@@ -67,9 +67,10 @@ def test_look_back_at_scale(est):
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 def test_time_major_look_back_tiles(est):
-    """fp32 time-major rows of few row blocks under the heuristic's one-tile 32x128 look-back
-    (512 x 4096; 1000 x 1500, 12 tiles a row block, neither a multiple; 2048 x 3000, a row
-    block an SM), and 512 x 8192, where the three-input estimators keep two passes."""
+    """fp32 time-major rows of few row blocks under the heuristic's one-tile look-back, 32 x 128
+    or 32 x 256 (512 x 4096; 1000 x 1500, 12 tiles a row block, neither a multiple; 2048 x
+    3000, a row block an SM), and 512 x 8192, where the three-input estimators keep two
+    passes."""
     from paper_repro.kernels import _launch as L
 
     sms = L.num_sms(torch.device("cuda"))

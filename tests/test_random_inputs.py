@@ -381,7 +381,7 @@ ONE_WARP32 = L.LongRows(warps32=1)
 ONE_WARP512 = L.LongRows(warps32=1, look_back_steps32=512)
 THREE_ROWS = L.LongRows(two_pass_rows=3)
 NO_TWO_PASS = L.LongRows(two_pass_rows=0)
-GAE_ROWS = L.LongRows(time_major_two_pass=(0, 0))  # time-major: look back at every size
+GAE_ROWS = L.LongRows(time_major_two_pass=(0, 0), time_major_look_back_steps=128)
 STEPS1024 = L.LongRows(two_pass_steps32=1024)
 
 
@@ -449,10 +449,14 @@ def test_heuristic_splits():
     assert L.choose_config(64, 131072, True, 132, False).seg_len == 512
     # fp32 time-major rows of few row blocks: a one-tile look-back, but two passes where the
     # estimator's inputs fit L2 twice (``time_major_two_pass``); V-trace's always look back
+    # in 32x128 tiles, from 2**21 elements 32x256 (GAE's 128 steps, V-trace's too)
     look_back = L.ScanConfig(32, 128, 4, 128, True, -8)
-    assert L.choose_config(512, 4096, True, 132, False) == look_back
+    look_back256 = L.ScanConfig(32, 256, 4, 256, True, -16)
+    assert L.choose_config(512, 4096, True, 132, False) == look_back256
+    assert L.choose_config(512, 4096, True, 132, False, long_rows=GAE_ROWS) == look_back
+    assert L.choose_config(256, 2048, True, 132, False) == look_back
     assert L.choose_config(512, 8192, True, 132, True) == look_back
-    assert L.choose_config(2048, 4096, True, 132, False) == look_back  # a row block an SM
+    assert L.choose_config(2048, 4096, True, 132, False) == look_back256  # a row block an SM
     assert kind(512, 8192, tm=True) == kind(1024, 4096, tm=True) == "two-pass"
     assert kind(1024, 8192, tm=True) == kind(128, 16384, tm=True) == "look-back"
     assert L.choose_config(512, 8192, True, 132, False, long_rows=GAE_ROWS) == look_back
@@ -547,7 +551,7 @@ LONG_ROWS = dict(
     dict.fromkeys(("vtrace", "vtrace_clip_last_value"), L.LongRows(two_pass_rows=0, cap16=128)),
     **dict.fromkeys(("gae", "gae_last_value"),
                     L.LongRows(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512,
-                               time_major_two_pass=(0, 0))),
+                               time_major_two_pass=(0, 0), time_major_look_back_steps=128)),
     lambda_returns=L.LongRows(two_pass_rows=0, warps32=1, time_major_two_pass=(0, 0)),
     discounted_returns=L.LongRows(cap16=128, warps32=1, two_pass_steps32=1024))
 
@@ -560,8 +564,9 @@ def test_long_row_choices(est, kernels, monkeypatch):
     (V-trace, GAE and TD(lambda) none, the others four), its 16-bit look-back's register cap
     (V-trace, GAE and the discounted returns 128, the others none), its fp32 look-back's
     warps (the returns and GAE one, GAE's in 512-step tiles, the others two), its fp32
-    two-pass tile's steps (the discounted returns 1024, the others 2048) and its time-major
-    two-pass band (GAE and TD(lambda) with values none)."""
+    two-pass tile's steps (the discounted returns 1024, the others 2048), its time-major
+    two-pass band (GAE and TD(lambda) with values none) and time-major look-back steps (GAE
+    128, the others 256)."""
     seen, config_for = [], L.config_for
 
     def spy(*args, **kwargs):

@@ -262,7 +262,9 @@ class LongRows:
     long-row look-back tile (2: 1024 steps, capped from 2**22 elements; 1: ``look_back_steps32``
     steps, uncapped); ``two_pass_steps32``: the steps of the fp32 tile in the two passes of up
     to four rows; ``time_major_two_pass``: the ``[lo, hi)`` elements (``B * T``) at which fp32
-    time-major rows of few row blocks take two passes rather than a one-tile look-back."""
+    time-major rows of few row blocks take two passes rather than a one-tile look-back;
+    ``time_major_look_back_steps``: the steps of that look-back's 32-env tile from 2**21
+    elements (128 below)."""
 
     two_pass_rows: int = 4
     cap16: int = 0
@@ -270,6 +272,7 @@ class LongRows:
     two_pass_steps32: int = 2048
     look_back_steps32: int = 1024
     time_major_two_pass: tuple = (1 << 22, 1 << 23)
+    time_major_look_back_steps: int = 256
 
 
 @functools.lru_cache(maxsize=4096)
@@ -285,7 +288,8 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
     fill the GPU (:class:`LongRows`)."""
     if time_major:
         return _time_major_config(B, T, sms, wide, retrace, itemsize,
-                                  long_rows.time_major_two_pass)
+                                  long_rows.time_major_two_pass,
+                                  long_rows.time_major_look_back_steps)
     config = _batch_major_config(B, T, sms, wide, retrace, itemsize, long_rows)
     return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
 
@@ -458,13 +462,15 @@ def _interleaved(BLOCK_B: int, BLOCK_T: int, num_warps: int, itemsize: int) -> i
 
 
 def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
-                       itemsize: int, two_pass: tuple = (1 << 22, 1 << 23)) -> ScanConfig:
+                       itemsize: int, two_pass: tuple = (1 << 22, 1 << 23),
+                       look_back_steps: int = 256) -> ScanConfig:
     """``[T, B]`` inputs: tiles across the contiguous batch axis. Backward scans hold their
     tiles latest step first (``flip``; time is not the vectorised axis here), which saves
     Triton's lane reversal: 32768x32 GAE 7.3 -> 4.1 us, 512x4096 28.7 -> 19.7 (roofline.csv),
     or, fp32, as interleaved runs (``_interleaved``; forward scans too). Retrace keeps the
     reverse scan (flipped: 3-7 % slower, tile_probe.csv) but for fp32 tiles of few row blocks,
-    interleaved. ``two_pass``: :attr:`LongRows.time_major_two_pass`."""
+    interleaved. ``two_pass``, ``look_back_steps``: :attr:`LongRows.time_major_two_pass`,
+    :attr:`LongRows.time_major_look_back_steps`."""
     flip = not retrace
     fp32 = itemsize == 4 and not retrace
     if B < 16:
@@ -500,8 +506,12 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
     # 16x128 tiles (4096x512: 36.0 -> 16.4 us); few row blocks: split time.
     BLOCK_T = min(_pow2(T), 128)
     chunks = triton_cdiv(T, BLOCK_T)
-    # 32x128 tiles in 4 warps, one a program, by look-back in windows of 8 (tn_sweep.csv)
-    look_back = ScanConfig(32, 128, 4, 128, True, _interleaved(32, 128, 4, 4))
+    # 32x128 tiles in 4 warps, one a program, by look-back in windows of 8 (tn_sweep.csv); from
+    # 2**21 elements the estimator's steps (tn_variants.csv, 32x256: 512x4096 discounted returns
+    # 11.4 -> 9.7 us, TD(lambda) 13.2 -> 10.7; 256x2048 1.01-1.30x; GAE 1024x8192 1.16x), but
+    # V-trace's, whose 32x256 tiles spill (10-12x the time)
+    steps = look_back_steps if B * T >= 1 << 21 and not wide else 128
+    look_back = ScanConfig(32, steps, 4, steps, True, _interleaved(32, steps, 4, 4))
     if row_blocks < sms // 2 and chunks >= 16:
         if T <= 16384 and not retrace:
             # fp32: the look-back beside two passes, 128-16384 steps from 128 envs
