@@ -397,8 +397,9 @@ def test_heuristic_splits():
     256 steps in one warp; 16-bit rows from 131072 steps 1024 in one warp (V-trace 512).
     Retrace's tiles that walk rows hold half the others' elements a warp; V-trace's 1024 steps
     in four warps from five rows to two an SM (16-bit four). fp32 time-major rows of up to a row
-    block an SM from 1024 steps (2048 from half the SMs) look back in one-tile 32x128 tiles,
-    but where the estimator's inputs fit L2 twice (``time_major_two_pass``)."""
+    block an SM from 1024 steps (2048 from half the SMs) look back in one-tile 32x128 tiles
+    (32x256 from 2**21 elements, ``time_major_look_back_steps``), but where the estimator's
+    inputs fit L2 twice (``time_major_two_pass``)."""
     def kind(N, T, tm=False, wide=False, retrace=False):
         c = L.choose_config(N, T, tm, 132, wide or retrace, retrace)
         if c.single_pass and c.seg_len > c.BLOCK_T:
@@ -448,8 +449,9 @@ def test_heuristic_splits():
     # 64 rows in two row blocks of 32: segment look-back over 4 tiles of 128 steps
     assert L.choose_config(64, 131072, True, 132, False).seg_len == 512
     # fp32 time-major rows of few row blocks: a one-tile look-back, but two passes where the
-    # estimator's inputs fit L2 twice (``time_major_two_pass``); V-trace's always look back
-    # in 32x128 tiles, from 2**21 elements 32x256 (GAE's 128 steps, V-trace's too)
+    # estimator's inputs fit L2 twice (``time_major_two_pass``; V-trace's always look back):
+    # 32x128 tiles, from 2**21 elements 32x256 (``time_major_look_back_steps``; GAE and
+    # V-trace keep 128)
     look_back = L.ScanConfig(32, 128, 4, 128, True, -8)
     look_back256 = L.ScanConfig(32, 256, 4, 256, True, -16)
     assert L.choose_config(512, 4096, True, 132, False) == look_back256

@@ -537,7 +537,7 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
             # 71.4; longer segments lost); V-trace by look-back (111.7 -> 102.3; two passes
             # and segments spill).
             if wide:
-                return ScanConfig(32, 128, 4, 128, True, _interleaved(32, 128, 4, 4))
+                return look_back  # 32x128: V-trace's tiles take 128 steps at every size
             want = triton_cdiv(2 * sms, triton_cdiv(B, 32))
             seg_chunks = max(4, triton_cdiv(chunks, want))
             if seg_chunks <= 8:
