@@ -2,7 +2,7 @@
 time-major tiles forced on the same inputs, over shapes with a few hundred to a few thousand
 envs and 1024-32768 steps (the rows behind ``_launch._time_major_config``'s look-back rule).
 
-    python -m paper_repro.bench.tn_sweep --out DIR [--quick] [--check | --variants]
+    python -m paper_repro.bench.tn_sweep --out DIR [--quick] [--check | --variants | --retrace]
 
 Each row is one (estimator, shape, layout, tile): its device time (CUDA-graph replay, inputs
 warm in L2 where they fit) and, for a forced tile, its largest difference from the shipped
@@ -62,6 +62,37 @@ def variants(N: int, T: int, wide: bool = False, check: bool = False) -> dict:
                               (32, 256, 4), (16, 256, 4), (32, 256, 8))}
 
 
+# --retrace: Retrace's roofline shapes, where its time-major tiles took 1.17-1.70x the
+# batch-major time (roofline.csv)
+RETRACE_SHAPES = ((32768, 32), (4096, 128), (512, 4096), (64, 131072))
+
+
+def retrace_tiles(N: int, T: int, wide: bool = True, check: bool = False) -> dict:
+    """Retrace's time-major tiles: the shipped one first, then more warps to a tile (its
+    one-warp programs of 16 envs hold 16 warps an SM at 32768 x 32), fewer envs, shorter
+    tiles walked in turn, and for long rows segments and two passes beside the look-back."""
+    from paper_repro.kernels._launch import _interleaved, choose_config
+
+    c = choose_config(N, T, True, 132, True, True)
+    out = {"rule": (c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len, c.single_pass, int(c.flip))}
+    steps = min(T, 128)
+    if T <= 128:  # one pass: programs hold the whole horizon
+        for bb, bt, w in ((16, steps, 1), (16, steps, 2), (16, steps, 4), (8, steps, 1),
+                          (8, steps, 2), (32, steps, 2), (32, steps, 4), (16, steps, 8),
+                          (16, 16, 1), (16, 32, 1)):
+            if bt <= T:
+                for flip in (0, _interleaved(bb, bt, w, 4)) if bb >= 16 else (0,):
+                    out[f"one{bb}x{bt}w{w}f{flip}"] = (bb, bt, w, T, False, flip)
+        return out
+    for bb, bt, w in ((16, 128, 4), (16, 128, 8), (16, 64, 2), (16, 64, 4), (32, 128, 8),
+                      (16, 256, 8), (16, 32, 1)):
+        out[f"lb{bb}x{bt}w{w}"] = (bb, bt, w, bt, True, _interleaved(bb, bt, w, 4))
+    for seg in (4, 8):
+        out[f"seg{seg}x128"] = (16, 128, 4, seg * 128, True, _interleaved(16, 128, 4, 4))
+        out[f"two{seg}x128"] = (16, 128, 4, seg * 128, False, _interleaved(16, 128, 4, 4))
+    return out
+
+
 def sweep(emit, shapes=SHAPES, algorithms=SWEPT, check=False, tiles=candidates):
     """``emit(row)`` for each estimator and shape: the shipped batch-major and time-major
     calls, then each forced tile (``tiles``: :func:`candidates` or :func:`variants`) on the
@@ -77,8 +108,12 @@ def sweep(emit, shapes=SHAPES, algorithms=SWEPT, check=False, tiles=candidates):
             _, tn, want = prepared(a, N, T, "fp32", "TN", "float")
             rows = [("shipped", layout, None, 0.0, device_time_us(prep.call))
                     for layout, prep in (("NT", nt), ("TN", tn))]
-            for name, tile in tiles(N, T, a == "vtrace", check).items():
-                diff, us = forced_time(tn, want, L.ScanConfig(*tile))
+            for name, tile in tiles(N, T, a in ("vtrace", "retrace"), check).items():
+                try:
+                    diff, us = forced_time(tn, want, L.ScanConfig(*tile))
+                except Exception as e:  # a tile that fails to compile or launch: a row saying so
+                    print(f"{a} {N}x{T} {name}: {type(e).__name__}: {e}"[:300], flush=True)
+                    diff, us = float("nan"), float("nan")
                 rows.append((name, "TN", tile, diff, us))
             for name, layout, tile, diff, us in rows:
                 tile = tile or (0, 0, 0, 0, False, 0)
@@ -94,12 +129,16 @@ def main(argv=None):
                    help="instead: CHECK_SHAPES, with the replaced tiles, to OUT/tn_check.csv")
     p.add_argument("--variants", action="store_true",
                    help="instead: VARIANT_SHAPES, look-back tile variants, to OUT/tn_variants.csv")
+    p.add_argument("--retrace", action="store_true",
+                   help="instead: Retrace's tiles at RETRACE_SHAPES, to OUT/tn_retrace.csv")
     args = p.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     name = ("tn_variants.csv" if args.variants else "tn_check.csv" if args.check
-            else "tn_sweep.csv")
+            else "tn_retrace.csv" if args.retrace else "tn_sweep.csv")
     shapes = QUICK_SHAPES if args.quick else VARIANT_SHAPES if args.variants else \
-        CHECK_SHAPES if args.check else SHAPES
+        CHECK_SHAPES if args.check else RETRACE_SHAPES if args.retrace else SHAPES
+    tiles = variants if args.variants else retrace_tiles if args.retrace else candidates
+    algorithms = ("retrace",) if args.retrace else SWEPT
     with open(Path(args.out) / name, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         writer.writeheader()
@@ -109,7 +148,7 @@ def main(argv=None):
             f.flush()
             print(*row.values(), flush=True)
 
-        sweep(emit, shapes, check=args.check, tiles=variants if args.variants else candidates)
+        sweep(emit, shapes, algorithms, check=args.check, tiles=tiles)
 
 
 if __name__ == "__main__":
