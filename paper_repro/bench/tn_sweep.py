@@ -64,7 +64,9 @@ def variants(N: int, T: int, wide: bool = False, check: bool = False) -> dict:
 
 # --retrace: Retrace's roofline shapes, where its time-major tiles took 1.17-1.70x the
 # batch-major time (roofline.csv)
-RETRACE_SHAPES = ((32768, 32), (4096, 128), (512, 4096), (64, 131072))
+# and rows that abound beside them (more and fewer steps, more envs)
+RETRACE_SHAPES = ((32768, 32), (4096, 128), (512, 4096), (64, 131072), (32768, 16),
+                  (65536, 32), (16384, 64), (16384, 128))
 
 
 def retrace_tiles(N: int, T: int, wide: bool = True, check: bool = False) -> dict:
@@ -79,13 +81,14 @@ def retrace_tiles(N: int, T: int, wide: bool = True, check: bool = False) -> dic
     if T <= 128:  # one pass: programs hold the whole horizon
         for bb, bt, w in ((16, steps, 1), (16, steps, 2), (16, steps, 4), (8, steps, 1),
                           (8, steps, 2), (32, steps, 2), (32, steps, 4), (16, steps, 8),
-                          (16, 16, 1), (16, 32, 1)):
+                          (16, 16, 1), (16, 32, 1), (32, 16, 1), (16, 8, 1), (16, 16, 2),
+                          (32, 16, 2), (64, 16, 2), (64, 32, 4)):
             if bt <= T:
                 for flip in (0, _interleaved(bb, bt, w, 4)) if bb >= 16 else (0,):
                     out[f"one{bb}x{bt}w{w}f{flip}"] = (bb, bt, w, T, False, flip)
         return out
     for bb, bt, w in ((16, 128, 4), (16, 128, 8), (16, 64, 2), (16, 64, 4), (32, 128, 8),
-                      (16, 256, 8), (16, 32, 1)):
+                      (16, 256, 8), (16, 32, 1), (16, 16, 1), (32, 32, 1), (32, 16, 1)):
         out[f"lb{bb}x{bt}w{w}"] = (bb, bt, w, bt, True, _interleaved(bb, bt, w, 4))
     for seg in (4, 8):
         out[f"seg{seg}x128"] = (16, 128, 4, seg * 128, True, _interleaved(16, 128, 4, 4))
