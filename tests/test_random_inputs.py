@@ -599,7 +599,16 @@ def test_flip_rule():
     assert L.choose_config(32768, 8, True, 132, False).flip == 1
     assert L.choose_config(32768, 32, True, 132, False, itemsize=8).flip == 1
     assert not L.choose_config(512, 4096, True, 132, True, True, itemsize=2).flip  # Retrace
-    assert not L.choose_config(32768, 32, True, 132, True, True).flip
+    assert not L.choose_config(32768, 32, True, 132, True, True, itemsize=2).flip
+    # Retrace's fp32 rows where they abound: one-warp 16x16 runs of 2, 16x32 runs of 4 beyond
+    # 32 steps, up to 16 steps latest step first
+    assert L.choose_config(32768, 32, True, 132, True, True) == L.ScanConfig(16, 16, 1, 32,
+                                                                              flip=-2)
+    assert L.choose_config(16384, 100, True, 132, True, True) == L.ScanConfig(16, 32, 1, 128,
+                                                                               flip=-4)
+    assert L.choose_config(32768, 16, True, 132, True, True) == L.ScanConfig(16, 16, 4, 16,
+                                                                              flip=True)
+    assert not L.choose_config(16384, 256, True, 132, True, True).flip
     assert L.choose_config(512, 4096, True, 132, True, True).flip == -4  # 16x32, 1 warp
     assert L.choose_config(4096, 128, True, 132, True, True).flip == -4  # 16x128, 4 warps
     for N, T in ((4096, 128), (512, 4096), (64, 131072), (32768, 32), (8192, 4096)):

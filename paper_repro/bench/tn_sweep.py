@@ -3,6 +3,7 @@ time-major tiles forced on the same inputs, over shapes with a few hundred to a 
 envs and 1024-32768 steps (the rows behind ``_launch._time_major_config``'s look-back rule).
 
     python -m paper_repro.bench.tn_sweep --out DIR [--quick] [--check | --variants | --retrace]
+        [--shapes NxT ...]
 
 Each row is one (estimator, shape, layout, tile): its device time (CUDA-graph replay, inputs
 warm in L2 where they fit) and, for a forced tile, its largest difference from the shipped
@@ -134,12 +135,15 @@ def main(argv=None):
                    help="instead: VARIANT_SHAPES, look-back tile variants, to OUT/tn_variants.csv")
     p.add_argument("--retrace", action="store_true",
                    help="instead: Retrace's tiles at RETRACE_SHAPES, to OUT/tn_retrace.csv")
+    p.add_argument("--shapes", nargs="+", metavar="NxT", help="instead of the mode's shapes")
     args = p.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     name = ("tn_variants.csv" if args.variants else "tn_check.csv" if args.check
             else "tn_retrace.csv" if args.retrace else "tn_sweep.csv")
     shapes = QUICK_SHAPES if args.quick else VARIANT_SHAPES if args.variants else \
         CHECK_SHAPES if args.check else RETRACE_SHAPES if args.retrace else SHAPES
+    if args.shapes:
+        shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes]
     tiles = variants if args.variants else retrace_tiles if args.retrace else candidates
     algorithms = ("retrace",) if args.retrace else SWEPT
     with open(Path(args.out) / name, "w", newline="") as f:

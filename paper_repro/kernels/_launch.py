@@ -461,6 +461,20 @@ def _interleaved(BLOCK_B: int, BLOCK_T: int, num_warps: int, itemsize: int) -> i
     return -R if itemsize == 4 and R > 1 else 1
 
 
+def _retrace_rows_abound(T: int) -> ScanConfig:
+    """Retrace's fp32 time-major rows where they abound, up to 128 steps (tn_retrace.csv,
+    against one-warp 16x32 tiles in Triton's reverse scan): one-warp tiles walked in
+    interleaved runs, 16x16 in runs of 2 at 32 steps (32768x32 35.0 -> 25.4 us, 65536x32 66.5
+    -> 47.0) and 16x32 in runs of 4 beyond (16384x64 32.4 -> 29.5, 16384x128 61.9 -> 56.6);
+    up to 16 steps one tile in 4 warps, latest step first (32768x16 12.5 -> 10.2)."""
+    if T <= 16:
+        BLOCK_T = _pow2(T)
+        return ScanConfig(16, BLOCK_T, 4, BLOCK_T, flip=True)
+    BLOCK_T = 16 if T <= 32 else 32
+    return ScanConfig(16, BLOCK_T, 1, triton_cdiv(T, BLOCK_T) * BLOCK_T,
+                      flip=_interleaved(16, BLOCK_T, 1, 4))
+
+
 def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
                        itemsize: int, two_pass: tuple = (1 << 22, 1 << 23),
                        look_back_steps: int = 256) -> ScanConfig:
@@ -500,6 +514,8 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
         if few and T > 32 and itemsize == 4:
             BLOCK_T = _pow2(T)
             return ScanConfig(16, BLOCK_T, 4, BLOCK_T, flip=_interleaved(16, BLOCK_T, 4, 4))
+        if retrace and not few and itemsize == 4 and T <= 128:
+            return _retrace_rows_abound(T)
         BLOCK_T = 64 if few and T > 64 and not retrace else min(_pow2(T), 32)
         warps = 4 if few else 1
         return ScanConfig(16, BLOCK_T, warps, triton_cdiv(T, BLOCK_T) * BLOCK_T, flip=flip)
