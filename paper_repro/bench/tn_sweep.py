@@ -97,10 +97,31 @@ def retrace_tiles(N: int, T: int, wide: bool = True, check: bool = False) -> dic
     return out
 
 
-def sweep(emit, shapes=SHAPES, algorithms=SWEPT, check=False, tiles=candidates):
+# --retrace-short: Retrace's batch-major rows of up to 16 steps, which took 1.7-3.0x the
+# time-major time (tn_retrace.csv at dae942a: 32768x8 17.6 against 5.8 us)
+SHORT_SHAPES = ((4096, 8), (32768, 8), (4096, 16), (32768, 16))
+
+
+def retrace_short_tiles(N: int, T: int, wide: bool = True, check: bool = False) -> dict:
+    """Retrace's batch-major tiles of the whole horizon (the rule first): 1-64 rows in 1, 2
+    or 4 warps, in Triton's reverse scan or, from 16 steps, runs of 4."""
+    from paper_repro.kernels._launch import choose_config
+
+    c = choose_config(N, T, False, 132, True, True)
+    out = {"rule": (c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len, c.single_pass, int(c.flip))}
+    for bb in (1, 2, 4, 8, 16, 32, 64):
+        for w in (1, 2, 4):
+            if bb * T >= 8 * w:  # at least a quarter of the lanes hold an element
+                for flip in (0, 4) if T >= 16 else (0,):
+                    out[f"rows{bb}x{T}w{w}f{flip}"] = (bb, T, w, T, False, flip)
+    return out
+
+
+def sweep(emit, shapes=SHAPES, algorithms=SWEPT, check=False, tiles=candidates,
+          forced_layout="TN"):
     """``emit(row)`` for each estimator and shape: the shipped batch-major and time-major
     calls, then each forced tile (``tiles``: :func:`candidates` or :func:`variants`) on the
-    time-major inputs."""
+    inputs of ``forced_layout``."""
     from paper_repro.bench.forced import forced_time, prepared
     from paper_repro.kernels import _launch as L
     from paper_repro.tuning import device_time_us
@@ -108,17 +129,18 @@ def sweep(emit, shapes=SHAPES, algorithms=SWEPT, check=False, tiles=candidates):
     commit = os.environ.get("PAPER_REPRO_GIT_COMMIT", "")
     for N, T in shapes:
         for a in algorithms:
-            _, nt, _ = prepared(a, N, T, "fp32", "NT", "float")
+            _, nt, nt_want = prepared(a, N, T, "fp32", "NT", "float")
             _, tn, want = prepared(a, N, T, "fp32", "TN", "float")
+            forced = (tn, want) if forced_layout == "TN" else (nt, nt_want)
             rows = [("shipped", layout, None, 0.0, device_time_us(prep.call))
                     for layout, prep in (("NT", nt), ("TN", tn))]
             for name, tile in tiles(N, T, a in ("vtrace", "retrace"), check).items():
                 try:
-                    diff, us = forced_time(tn, want, L.ScanConfig(*tile))
+                    diff, us = forced_time(*forced, L.ScanConfig(*tile))
                 except Exception as e:  # a tile that fails to compile or launch: a row saying so
                     print(f"{a} {N}x{T} {name}: {type(e).__name__}: {e}"[:300], flush=True)
                     diff, us = float("nan"), float("nan")
-                rows.append((name, "TN", tile, diff, us))
+                rows.append((name, forced_layout, tile, diff, us))
             for name, layout, tile, diff, us in rows:
                 tile = tile or (0, 0, 0, 0, False, 0)
                 emit(dict(zip(COLUMNS, [a, N, T, layout, name, *tile[:4], int(tile[4]),
@@ -135,17 +157,23 @@ def main(argv=None):
                    help="instead: VARIANT_SHAPES, look-back tile variants, to OUT/tn_variants.csv")
     p.add_argument("--retrace", action="store_true",
                    help="instead: Retrace's tiles at RETRACE_SHAPES, to OUT/tn_retrace.csv")
+    p.add_argument("--retrace-short", action="store_true",
+                   help="instead: Retrace's batch-major tiles at SHORT_SHAPES, to "
+                        "OUT/retrace_short.csv")
     p.add_argument("--shapes", nargs="+", metavar="NxT", help="instead of the mode's shapes")
     args = p.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     name = ("tn_variants.csv" if args.variants else "tn_check.csv" if args.check
-            else "tn_retrace.csv" if args.retrace else "tn_sweep.csv")
+            else "tn_retrace.csv" if args.retrace else "retrace_short.csv" if args.retrace_short
+            else "tn_sweep.csv")
     shapes = QUICK_SHAPES if args.quick else VARIANT_SHAPES if args.variants else \
-        CHECK_SHAPES if args.check else RETRACE_SHAPES if args.retrace else SHAPES
+        CHECK_SHAPES if args.check else RETRACE_SHAPES if args.retrace else \
+        SHORT_SHAPES if args.retrace_short else SHAPES
     if args.shapes:
         shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes]
-    tiles = variants if args.variants else retrace_tiles if args.retrace else candidates
-    algorithms = ("retrace",) if args.retrace else SWEPT
+    tiles = variants if args.variants else retrace_tiles if args.retrace else \
+        retrace_short_tiles if args.retrace_short else candidates
+    algorithms = ("retrace",) if args.retrace or args.retrace_short else SWEPT
     with open(Path(args.out) / name, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         writer.writeheader()
@@ -155,7 +183,8 @@ def main(argv=None):
             f.flush()
             print(*row.values(), flush=True)
 
-        sweep(emit, shapes, algorithms, check=args.check, tiles=tiles)
+        sweep(emit, shapes, algorithms, check=args.check, tiles=tiles,
+              forced_layout="NT" if args.retrace_short else "TN")
 
 
 if __name__ == "__main__":
