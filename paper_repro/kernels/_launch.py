@@ -308,11 +308,13 @@ def run_length(BLOCK_T: int, itemsize: int, retrace: bool) -> int:
 
 def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, itemsize: int,
                         long_rows: LongRows = LongRows()) -> ScanConfig:
-    if retrace and 16 < T <= 256:
-        # One warp (4096x128: 12.8 -> 11.4 us); two rows of 32 steps (32768x32: 63 -> 24 us;
-        # roofline.csv).
+    if retrace and T <= 256:
+        # One warp (4096x128: 12.8 -> 11.4 us), 64 elements up to 32 steps: two rows of 32
+        # (32768x32: 63 -> 24 us; roofline.csv), four of 16, eight of 8 (retrace_short.csv,
+        # against the 512-element 4-warp tiles of short horizons: 32768x16 23.5 -> 9.3 us,
+        # 32768x8 17.8 -> 7.0, 4096x16 5.3 -> 3.4, 4096x8 5.7 -> 3.0).
         BLOCK_T = _pow2(T)
-        return ScanConfig(2 if T <= 32 else 1, BLOCK_T, 1, BLOCK_T)
+        return ScanConfig(max(1, 64 // BLOCK_T), BLOCK_T, 1, BLOCK_T)
     tile = 1024 if wide else 2048
     num_warps = None
     # Elements a warp: Retrace's steps weigh more, so twice the warps (retrace_warps.csv,
