@@ -684,3 +684,39 @@ def test_time_major_sweep_rows(monkeypatch, tmp_path):
     rows = list(csv.DictReader((tmp_path / "tn_variants.csv").read_text().splitlines()))
     assert [r["flip"] for r in rows if r["tile"] == "lb32x128w4"] == ["-8"] * len(S.SWEPT)
     assert all(c.single_pass and c.seg_len == c.BLOCK_T for c in seen[-7 * len(S.SWEPT):])
+
+
+def test_retrace_sweep_rows(monkeypatch, tmp_path):
+    """Retrace's sweeps: time-major tiles (the rule's first, and every forced tile's runs
+    dividing it), batch-major short tiles forced on the batch-major inputs, and a tile that
+    fails to launch written as a NaN row rather than ending the sweep (timing stubbed)."""
+    import csv
+
+    from paper_repro.bench import forced
+    from paper_repro.bench import tn_sweep as S
+    from paper_repro.kernels import _launch as L
+
+    seen = stub_forced_timing(monkeypatch)
+    S.main(["--out", str(tmp_path), "--retrace", "--shapes", "32768x32", "512x4096"])
+    rows = list(csv.DictReader((tmp_path / "tn_retrace.csv").read_text().splitlines()))
+    assert len(rows) == 4 + len(S.retrace_tiles(32768, 32)) + len(S.retrace_tiles(512, 4096))
+    assert {r["algorithm"] for r in rows} == {"retrace"}
+    rule = next(r for r in rows if r["tile"] == "rule" and r["num_envs"] == "32768")
+    assert (int(rule["BLOCK_B"]), int(rule["BLOCK_T"]), int(rule["flip"])) == (16, 16, -2)
+    assert all(c.BLOCK_T % abs(c.flip) == 0 for c in seen if c.flip)
+    assert {"seg4x128", "two8x128"} <= set(S.retrace_tiles(512, 4096))
+
+    def fails_on_one_row(prep, want, config):
+        if config.BLOCK_B == 1:
+            raise RuntimeError("out of resources")
+        return 1e-6, 2.0
+
+    monkeypatch.setattr(forced, "forced_time", fails_on_one_row)
+    S.main(["--out", str(tmp_path), "--retrace-short", "--shapes", "4096x8"])
+    rows = list(csv.DictReader((tmp_path / "retrace_short.csv").read_text().splitlines()))
+    assert [r["layout"] for r in rows] == ["NT"] + ["TN"] + ["NT"] * (len(rows) - 2)
+    failed = [r for r in rows if r["BLOCK_B"] == "1"]
+    assert failed and all(r["device_us"] == "nan" for r in failed)
+    assert S.retrace_short_tiles(4096, 8)["rule"] == tuple(
+        getattr(L.choose_config(4096, 8, False, 132, True, True), f)
+        for f in ("BLOCK_B", "BLOCK_T", "num_warps", "seg_len", "single_pass")) + (0,)
