@@ -1,13 +1,16 @@
 """Time-major tile sweep: each estimator's shipped tiles in both layouts, then candidate
 time-major tiles forced on the same inputs, over shapes with a few hundred to a few thousand
-envs and 1024-32768 steps (the rows behind ``_launch._time_major_config``'s look-back rule).
+envs and 1024-32768 steps (the rows behind ``_launch._time_major_config``'s look-back rule);
+with ``--retrace``, Retrace's time-major tiles, and with ``--retrace-short`` its batch-major
+tiles of short rows, forced on the batch-major inputs.
 
-    python -m paper_repro.bench.tn_sweep --out DIR [--quick] [--check | --variants | --retrace]
-        [--shapes NxT ...]
+    python -m paper_repro.bench.tn_sweep --out DIR [--quick]
+        [--check | --variants | --retrace | --retrace-short] [--shapes NxT ...]
 
 Each row is one (estimator, shape, layout, tile): its device time (CUDA-graph replay, inputs
 warm in L2 where they fit) and, for a forced tile, its largest difference from the shipped
-time-major tile's float64 answer, so a tile that computes wrongly shows, not only a slow one.
+tile's float64 answer in the forced layout, so a tile that computes wrongly shows, not only a
+slow one.
 """
 from __future__ import annotations
 
@@ -76,8 +79,7 @@ def retrace_tiles(N: int, T: int, wide: bool = True, check: bool = False) -> dic
     tiles walked in turn, and for long rows segments and two passes beside the look-back."""
     from paper_repro.kernels._launch import _interleaved, choose_config
 
-    c = choose_config(N, T, True, 132, True, True)
-    out = {"rule": (c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len, c.single_pass, int(c.flip))}
+    out = {"rule": _tile(choose_config(N, T, True, 132, True, True))}
     steps = min(T, 128)
     if T <= 128:  # one pass: programs hold the whole horizon
         for bb, bt, w in ((16, steps, 1), (16, steps, 2), (16, steps, 4), (8, steps, 1),
@@ -107,8 +109,7 @@ def retrace_short_tiles(N: int, T: int, wide: bool = True, check: bool = False) 
     or 4 warps, in Triton's reverse scan or, from 16 steps, runs of 4."""
     from paper_repro.kernels._launch import choose_config
 
-    c = choose_config(N, T, False, 132, True, True)
-    out = {"rule": (c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len, c.single_pass, int(c.flip))}
+    out = {"rule": _tile(choose_config(N, T, False, 132, True, True))}
     for bb in (1, 2, 4, 8, 16, 32, 64):
         for w in (1, 2, 4):
             if bb * T >= 8 * w:  # at least a quarter of the lanes hold an element
@@ -117,11 +118,17 @@ def retrace_short_tiles(N: int, T: int, wide: bool = True, check: bool = False) 
     return out
 
 
+def _tile(c) -> tuple:
+    """A ScanConfig as a candidate tile ``(BLOCK_B, BLOCK_T, warps, seg_len, single_pass,
+    flip)``, the sweep's ``rule`` row."""
+    return (c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len, c.single_pass, int(c.flip))
+
+
 def sweep(emit, shapes=SHAPES, algorithms=SWEPT, check=False, tiles=candidates,
           forced_layout="TN"):
     """``emit(row)`` for each estimator and shape: the shipped batch-major and time-major
-    calls, then each forced tile (``tiles``: :func:`candidates` or :func:`variants`) on the
-    inputs of ``forced_layout``."""
+    calls, then each forced tile (``tiles``: a ``MODES`` entry's) on the inputs of
+    ``forced_layout``."""
     from paper_repro.bench.forced import forced_time, prepared
     from paper_repro.kernels import _launch as L
     from paper_repro.tuning import device_time_us
@@ -147,6 +154,17 @@ def sweep(emit, shapes=SHAPES, algorithms=SWEPT, check=False, tiles=candidates,
                                         int(tile[5]), round(us, 3), f"{diff:.3g}", commit])))
 
 
+# mode: (CSV written, shapes, tiles, estimators, layout the tiles are forced on)
+MODES = {
+    "sweep": ("tn_sweep.csv", SHAPES, candidates, SWEPT, "TN"),
+    "check": ("tn_check.csv", CHECK_SHAPES, candidates, SWEPT, "TN"),
+    "variants": ("tn_variants.csv", VARIANT_SHAPES, variants, SWEPT, "TN"),
+    "retrace": ("tn_retrace.csv", RETRACE_SHAPES, retrace_tiles, ("retrace",), "TN"),
+    "retrace_short": ("retrace_short.csv", SHORT_SHAPES, retrace_short_tiles, ("retrace",),
+                      "NT"),
+}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
@@ -163,17 +181,12 @@ def main(argv=None):
     p.add_argument("--shapes", nargs="+", metavar="NxT", help="instead of the mode's shapes")
     args = p.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    name = ("tn_variants.csv" if args.variants else "tn_check.csv" if args.check
-            else "tn_retrace.csv" if args.retrace else "retrace_short.csv" if args.retrace_short
-            else "tn_sweep.csv")
-    shapes = QUICK_SHAPES if args.quick else VARIANT_SHAPES if args.variants else \
-        CHECK_SHAPES if args.check else RETRACE_SHAPES if args.retrace else \
-        SHORT_SHAPES if args.retrace_short else SHAPES
+    mode = next((m for m in MODES if getattr(args, m, False)), "sweep")
+    name, shapes, tiles, algorithms, layout = MODES[mode]
     if args.shapes:
         shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes]
-    tiles = variants if args.variants else retrace_tiles if args.retrace else \
-        retrace_short_tiles if args.retrace_short else candidates
-    algorithms = ("retrace",) if args.retrace or args.retrace_short else SWEPT
+    elif args.quick:
+        shapes = QUICK_SHAPES
     with open(Path(args.out) / name, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         writer.writeheader()
@@ -183,8 +196,7 @@ def main(argv=None):
             f.flush()
             print(*row.values(), flush=True)
 
-        sweep(emit, shapes, algorithms, check=args.check, tiles=tiles,
-              forced_layout="NT" if args.retrace_short else "TN")
+        sweep(emit, shapes, algorithms, check=args.check, tiles=tiles, forced_layout=layout)
 
 
 if __name__ == "__main__":
