@@ -584,7 +584,8 @@ def test_long_row_choices(est, kernels, monkeypatch):
 
 def test_flip_rule():
     """Time-major tiles latest step first (but not Retrace's), fp32 tiles of 16 steps or more
-    as interleaved runs of the steps a thread holds (Retrace's where row blocks are few);
+    as interleaved runs of the steps a thread holds (Retrace's where row blocks are few, or
+    where rows abound up to 128 steps: one-warp tiles, up to 16 steps latest step first);
     batch-major backward tiles of 16 steps or more as runs of one 16-byte load's steps
     (Retrace: 4)."""
     assert L.choose_config(4096, 128, True, 132, False).flip == -4  # 16x128, 4 warps

@@ -485,7 +485,8 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
     Triton's lane reversal: 32768x32 GAE 7.3 -> 4.1 us, 512x4096 28.7 -> 19.7 (roofline.csv),
     or, fp32, as interleaved runs (``_interleaved``; forward scans too). Retrace keeps the
     reverse scan (flipped: 3-7 % slower, tile_probe.csv) but for fp32 tiles of few row blocks,
-    interleaved. ``two_pass``, ``look_back_steps``: :attr:`LongRows.time_major_two_pass`,
+    interleaved, and fp32 rows that abound up to 128 steps (``_retrace_rows_abound``).
+    ``two_pass``, ``look_back_steps``: :attr:`LongRows.time_major_two_pass`,
     :attr:`LongRows.time_major_look_back_steps`."""
     flip = not retrace
     fp32 = itemsize == 4 and not retrace
