@@ -720,3 +720,13 @@ def test_retrace_sweep_rows(monkeypatch, tmp_path):
     assert S.retrace_short_tiles(4096, 8)["rule"] == tuple(
         getattr(L.choose_config(4096, 8, False, 132, True, True), f)
         for f in ("BLOCK_B", "BLOCK_T", "num_warps", "seg_len", "single_pass")) + (0,)
+
+    monkeypatch.setattr(forced, "forced_time", lambda prep, want, config: (1e-6, 2.0))
+    S.main(["--out", str(tmp_path), "--retrace-rows", "--shapes", "512x2048"])
+    rows = list(csv.DictReader((tmp_path / "retrace_rows.csv").read_text().splitlines()))
+    tiles = S.retrace_rows_tiles(512, 2048)
+    assert len(rows) == 2 + len(tiles) and {r["layout"] for r in rows[2:]} == {"NT"}
+    rule = L.choose_config(512, 2048, False, 132, True, True)
+    assert tiles["rule"] == (1, rule.BLOCK_T, rule.num_warps, 2048, False, 4)
+    assert all(t[3] == 2048 for n, t in tiles.items() if n.startswith("walk"))
+    assert all(t[4] and t[3] > t[1] for n, t in tiles.items() if n.startswith("seg"))

@@ -1,11 +1,13 @@
 """Time-major tile sweep: each estimator's shipped tiles in both layouts, then candidate
 time-major tiles forced on the same inputs, over shapes with a few hundred to a few thousand
 envs and 1024-32768 steps (the rows behind ``_launch._time_major_config``'s look-back rule);
-with ``--retrace``, Retrace's time-major tiles, and with ``--retrace-short`` its batch-major
-tiles of short rows, forced on the batch-major inputs.
+with ``--retrace``, Retrace's time-major tiles, and with ``--retrace-short`` and
+``--retrace-rows`` its batch-major tiles of short rows and of long rows that programs walk,
+forced on the batch-major inputs.
 
     python -m paper_repro.bench.tn_sweep --out DIR [--quick]
-        [--check | --variants | --retrace | --retrace-short] [--shapes NxT ...]
+        [--check | --variants | --retrace | --retrace-short | --retrace-rows]
+        [--shapes NxT ...]
 
 Each row is one (estimator, shape, layout, tile): its device time (CUDA-graph replay, inputs
 warm in L2 where they fit) and, for a forced tile, its largest difference from the shipped
@@ -118,6 +120,28 @@ def retrace_short_tiles(N: int, T: int, wide: bool = True, check: bool = False) 
     return out
 
 
+# --retrace-rows: Retrace's batch-major rows walked whole by more rows than two an SM, whose
+# one-row programs hold about 16 warps an SM (512x4096: 75 % of copy bandwidth, roofline.csv)
+ROWS_SHAPES = ((512, 4096), (512, 8192), (1024, 4096), (1024, 2048), (2048, 2048))
+
+
+def retrace_rows_tiles(N: int, T: int, wide: bool = True, check: bool = False) -> dict:
+    """Retrace's batch-major one-row tiles (the rule first): walked over the whole row in 1-8
+    warps, one tile a program looking back, segments of tiles looking back, and two passes;
+    every tile in runs of 4."""
+    from paper_repro.kernels._launch import choose_config
+
+    out = {"rule": _tile(choose_config(N, T, False, 132, True, True))}
+    for bt, w in ((256, 1), (256, 2), (512, 2), (512, 4), (512, 8), (1024, 4), (1024, 8)):
+        out[f"walk{bt}w{w}"] = (1, bt, w, T, False, 4)
+    for bt, w in ((128, 1), (256, 1), (256, 2), (512, 2), (512, 4), (1024, 4)):
+        out[f"lb{bt}w{w}"] = (1, bt, w, bt, True, 4)
+    for bt, w, seg in ((256, 1, 1024), (256, 2, 1024), (512, 4, 1024), (512, 4, 2048)):
+        out[f"seg{seg}x{bt}w{w}"] = (1, bt, w, seg, True, 4)
+        out[f"two{seg}x{bt}w{w}"] = (1, bt, w, seg, False, 4)
+    return out
+
+
 def _tile(c) -> tuple:
     """A ScanConfig as a candidate tile ``(BLOCK_B, BLOCK_T, warps, seg_len, single_pass,
     flip)``, the sweep's ``rule`` row."""
@@ -162,6 +186,7 @@ MODES = {
     "retrace": ("tn_retrace.csv", RETRACE_SHAPES, retrace_tiles, ("retrace",), "TN"),
     "retrace_short": ("retrace_short.csv", SHORT_SHAPES, retrace_short_tiles, ("retrace",),
                       "NT"),
+    "retrace_rows": ("retrace_rows.csv", ROWS_SHAPES, retrace_rows_tiles, ("retrace",), "NT"),
 }
 
 
@@ -178,6 +203,9 @@ def main(argv=None):
     p.add_argument("--retrace-short", action="store_true",
                    help="instead: Retrace's batch-major tiles at SHORT_SHAPES, to "
                         "OUT/retrace_short.csv")
+    p.add_argument("--retrace-rows", action="store_true",
+                   help="instead: Retrace's batch-major walked rows at ROWS_SHAPES, to "
+                        "OUT/retrace_rows.csv")
     p.add_argument("--shapes", nargs="+", metavar="NxT", help="instead of the mode's shapes")
     args = p.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
