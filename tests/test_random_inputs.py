@@ -352,6 +352,20 @@ def test_shipped_gpu_tiles(est, tile, kernels):
         check(est, d, TOL[torch.float32], LAYOUTS[1] if time_major else None)
 
 
+@pytest.mark.parametrize("shape", [(32768, 32), (16384, 100), (4096, 128)], ids=str)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_retrace_16bit_time_major_tiles(shape, dtype, kernels):
+    """Retrace's 16-bit time-major tiles (latest step first) on 16-bit time-major inputs of a
+    few tiles."""
+    est = next(e for e in ESTIMATORS if e.kernel == "retrace")
+    c = L.choose_config(*shape, True, 132, True, True, itemsize=2)
+    config = L.ScanConfig(c.BLOCK_B, c.BLOCK_T, 1, 1 << 20, flip=c.flip)
+    d = make_inputs(c.BLOCK_B + 3, 2 * c.BLOCK_T + 3, dtype=dtype, device=device_of(kernels))
+    with kernels_on(kernels), L.force_config(config):
+        check(est, d, TOL[dtype], LAYOUTS[1])
+
+
 @pytest.mark.parametrize("shape", [(0, 5), (3, 0)], ids=["N0", "T0"])
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 def test_empty(est, shape, backend):
@@ -600,7 +614,16 @@ def test_flip_rule():
     assert L.choose_config(32768, 8, True, 132, False).flip == 1
     assert L.choose_config(32768, 32, True, 132, False, itemsize=8).flip == 1
     assert not L.choose_config(512, 4096, True, 132, True, True, itemsize=2).flip  # Retrace
-    assert not L.choose_config(32768, 32, True, 132, True, True, itemsize=2).flip
+    # Retrace's 16-bit tiles up to 128 steps latest step first: one-warp 16x8 where rows
+    # abound up to 32 steps, 16x32 beyond; one 16xT tile in 4 warps where row blocks are few
+    assert L.choose_config(32768, 32, True, 132, True, True, itemsize=2) == L.ScanConfig(
+        16, 8, 1, 32, flip=True)
+    assert L.choose_config(16384, 100, True, 132, True, True, itemsize=2) == L.ScanConfig(
+        16, 32, 1, 128, flip=True)
+    assert L.choose_config(4096, 128, True, 132, True, True, itemsize=2) == L.ScanConfig(
+        16, 128, 4, 128, flip=True)
+    assert L.choose_config(32768, 4, True, 132, True, True, itemsize=2).BLOCK_T == 4
+    assert not L.choose_config(16384, 256, True, 132, True, True, itemsize=2).flip
     # Retrace's fp32 rows where they abound: one-warp 16x16 runs of 2, 16x32 runs of 4 beyond
     # 32 steps, up to 16 steps latest step first
     assert L.choose_config(32768, 32, True, 132, True, True) == L.ScanConfig(16, 16, 1, 32,

@@ -35,9 +35,11 @@ SHAPES = ((256, 2048), (256, 4096), (256, 8192), (512, 2048), (512, 4096), (512,
 CHECK_SHAPES = ((256, 1024), (512, 1024), (1024, 1024), (512, 512), (1024, 512), (4096, 2048),
                 (8192, 2048), (4096, 4096), (16384, 512), (8192, 1024), (512, 4096))
 QUICK_SHAPES = ((512, 4096),)
+ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
-def candidates(N: int, T: int, wide: bool = False, check: bool = False) -> dict:
+def candidates(N: int, T: int, wide: bool = False, check: bool = False,
+               itemsize: int = 4) -> dict:
     """Named time-major tiles ``(BLOCK_B, BLOCK_T, warps, seg_len, single_pass, flip)``: 32-env
     look-back tiles of one tile, or segments of 2 and 4 tiles (fp32 interleaved runs of 8), and
     one-pass 16 x 128 row blocks in interleaved runs of 4 where rows fill the GPU. ``check``:
@@ -58,7 +60,8 @@ def candidates(N: int, T: int, wide: bool = False, check: bool = False) -> dict:
 VARIANT_SHAPES = ((256, 2048), (512, 4096), (1024, 8192), (2048, 4096))
 
 
-def variants(N: int, T: int, wide: bool = False, check: bool = False) -> dict:
+def variants(N: int, T: int, wide: bool = False, check: bool = False,
+             itemsize: int = 4) -> dict:
     """One-tile look-back tiles around the shipped 32 x 128 in 4 warps: 8 warps, 16 or 64 envs,
     256 steps, each in the interleaved runs its layout gives a thread (``_interleaved``)."""
     from paper_repro.kernels._launch import _interleaved
@@ -75,13 +78,14 @@ RETRACE_SHAPES = ((32768, 32), (4096, 128), (512, 4096), (64, 131072), (32768, 1
                   (65536, 32), (16384, 64), (16384, 128))
 
 
-def retrace_tiles(N: int, T: int, wide: bool = True, check: bool = False) -> dict:
+def retrace_tiles(N: int, T: int, wide: bool = True, check: bool = False,
+                  itemsize: int = 4) -> dict:
     """Retrace's time-major tiles: the shipped one first, then more warps to a tile (its
     one-warp programs of 16 envs hold 16 warps an SM at 32768 x 32), fewer envs, shorter
     tiles walked in turn, and for long rows segments and two passes beside the look-back."""
     from paper_repro.kernels._launch import _interleaved, choose_config
 
-    out = {"rule": _tile(choose_config(N, T, True, 132, True, True))}
+    out = {"rule": _tile(choose_config(N, T, True, 132, True, True, itemsize))}
     steps = min(T, 128)
     if T <= 128:  # one pass: programs hold the whole horizon
         for bb, bt, w in ((16, steps, 1), (16, steps, 2), (16, steps, 4), (8, steps, 1),
@@ -89,15 +93,16 @@ def retrace_tiles(N: int, T: int, wide: bool = True, check: bool = False) -> dic
                           (16, 16, 1), (16, 32, 1), (32, 16, 1), (16, 8, 1), (16, 16, 2),
                           (32, 16, 2), (64, 16, 2), (64, 32, 4)):
             if bt <= T:
-                for flip in (0, _interleaved(bb, bt, w, 4)) if bb >= 16 else (0,):
+                for flip in (0, _interleaved(bb, bt, w, itemsize)) if bb >= 16 else (0,):
                     out[f"one{bb}x{bt}w{w}f{flip}"] = (bb, bt, w, T, False, flip)
         return out
     for bb, bt, w in ((16, 128, 4), (16, 128, 8), (16, 64, 2), (16, 64, 4), (32, 128, 8),
                       (16, 256, 8), (16, 32, 1), (16, 16, 1), (32, 32, 1), (32, 16, 1)):
-        out[f"lb{bb}x{bt}w{w}"] = (bb, bt, w, bt, True, _interleaved(bb, bt, w, 4))
+        out[f"lb{bb}x{bt}w{w}"] = (bb, bt, w, bt, True, _interleaved(bb, bt, w, itemsize))
+    runs = _interleaved(16, 128, 4, itemsize)
     for seg in (4, 8):
-        out[f"seg{seg}x128"] = (16, 128, 4, seg * 128, True, _interleaved(16, 128, 4, 4))
-        out[f"two{seg}x128"] = (16, 128, 4, seg * 128, False, _interleaved(16, 128, 4, 4))
+        out[f"seg{seg}x128"] = (16, 128, 4, seg * 128, True, runs)
+        out[f"two{seg}x128"] = (16, 128, 4, seg * 128, False, runs)
     return out
 
 
@@ -106,12 +111,13 @@ def retrace_tiles(N: int, T: int, wide: bool = True, check: bool = False) -> dic
 SHORT_SHAPES = ((4096, 8), (32768, 8), (4096, 16), (32768, 16))
 
 
-def retrace_short_tiles(N: int, T: int, wide: bool = True, check: bool = False) -> dict:
+def retrace_short_tiles(N: int, T: int, wide: bool = True, check: bool = False,
+                        itemsize: int = 4) -> dict:
     """Retrace's batch-major tiles of the whole horizon (the rule first): 1-64 rows in 1, 2
     or 4 warps, in Triton's reverse scan or, from 16 steps, runs of 4."""
     from paper_repro.kernels._launch import choose_config
 
-    out = {"rule": _tile(choose_config(N, T, False, 132, True, True))}
+    out = {"rule": _tile(choose_config(N, T, False, 132, True, True, itemsize))}
     for bb in (1, 2, 4, 8, 16, 32, 64):
         for w in (1, 2, 4):
             if bb * T >= 8 * w:  # at least a quarter of the lanes hold an element
@@ -125,13 +131,14 @@ def retrace_short_tiles(N: int, T: int, wide: bool = True, check: bool = False) 
 ROWS_SHAPES = ((512, 4096), (512, 8192), (1024, 4096), (1024, 2048), (2048, 2048))
 
 
-def retrace_rows_tiles(N: int, T: int, wide: bool = True, check: bool = False) -> dict:
+def retrace_rows_tiles(N: int, T: int, wide: bool = True, check: bool = False,
+                       itemsize: int = 4) -> dict:
     """Retrace's batch-major one-row tiles (the rule first): walked over the whole row in 1-8
     warps, one tile a program looking back, segments of tiles looking back, and two passes;
     every tile in runs of 4."""
     from paper_repro.kernels._launch import choose_config
 
-    out = {"rule": _tile(choose_config(N, T, False, 132, True, True))}
+    out = {"rule": _tile(choose_config(N, T, False, 132, True, True, itemsize))}
     for bt, w in ((256, 1), (256, 2), (512, 2), (512, 4), (512, 8), (1024, 4), (1024, 8)):
         out[f"walk{bt}w{w}"] = (1, bt, w, T, False, 4)
     for bt, w in ((128, 1), (256, 1), (256, 2), (512, 2), (512, 4), (1024, 4)):
@@ -149,10 +156,10 @@ def _tile(c) -> tuple:
 
 
 def sweep(emit, shapes=SHAPES, algorithms=SWEPT, check=False, tiles=candidates,
-          forced_layout="TN"):
+          forced_layout="TN", dtype="fp32"):
     """``emit(row)`` for each estimator and shape: the shipped batch-major and time-major
     calls, then each forced tile (``tiles``: a ``MODES`` entry's) on the inputs of
-    ``forced_layout``."""
+    ``forced_layout``, all in ``dtype``."""
     from paper_repro.bench.forced import forced_time, prepared
     from paper_repro.kernels import _launch as L
     from paper_repro.tuning import device_time_us
@@ -160,12 +167,13 @@ def sweep(emit, shapes=SHAPES, algorithms=SWEPT, check=False, tiles=candidates,
     commit = os.environ.get("PAPER_REPRO_GIT_COMMIT", "")
     for N, T in shapes:
         for a in algorithms:
-            _, nt, nt_want = prepared(a, N, T, "fp32", "NT", "float")
-            _, tn, want = prepared(a, N, T, "fp32", "TN", "float")
+            _, nt, nt_want = prepared(a, N, T, dtype, "NT", "float")
+            _, tn, want = prepared(a, N, T, dtype, "TN", "float")
+            itemsize = ITEMSIZE[dtype]
             forced = (tn, want) if forced_layout == "TN" else (nt, nt_want)
             rows = [("shipped", layout, None, 0.0, device_time_us(prep.call))
                     for layout, prep in (("NT", nt), ("TN", tn))]
-            for name, tile in tiles(N, T, a in ("vtrace", "retrace"), check).items():
+            for name, tile in tiles(N, T, a in ("vtrace", "retrace"), check, itemsize).items():
                 try:
                     diff, us = forced_time(*forced, L.ScanConfig(*tile))
                 except Exception as e:  # a tile that fails to compile or launch: a row saying so
@@ -206,11 +214,19 @@ def main(argv=None):
     p.add_argument("--retrace-rows", action="store_true",
                    help="instead: Retrace's batch-major walked rows at ROWS_SHAPES, to "
                         "OUT/retrace_rows.csv")
+    p.add_argument("--dtype", default="fp32", choices=("fp32", "bf16", "fp16"),
+                   help="inputs' dtype; other than fp32, Retrace's modes only, whose CSV "
+                        "then ends in _DTYPE")
     p.add_argument("--shapes", nargs="+", metavar="NxT", help="instead of the mode's shapes")
     args = p.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     mode = next((m for m in MODES if getattr(args, m, False)), "sweep")
     name, shapes, tiles, algorithms, layout = MODES[mode]
+    if args.dtype != "fp32":
+        if algorithms != ("retrace",):  # the other modes' tiles are fp32's runs
+            p.error(f"--dtype {args.dtype}: only with --retrace, --retrace-short or "
+                    "--retrace-rows")
+        name = name.replace(".csv", f"_{args.dtype}.csv")
     if args.shapes:
         shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes]
     elif args.quick:
@@ -224,7 +240,8 @@ def main(argv=None):
             f.flush()
             print(*row.values(), flush=True)
 
-        sweep(emit, shapes, algorithms, check=args.check, tiles=tiles, forced_layout=layout)
+        sweep(emit, shapes, algorithms, check=args.check, tiles=tiles, forced_layout=layout,
+              dtype=args.dtype)
 
 
 if __name__ == "__main__":

@@ -477,6 +477,19 @@ def _retrace_rows_abound(T: int) -> ScanConfig:
                       flip=_interleaved(16, BLOCK_T, 1, 4))
 
 
+def _retrace_16bit(T: int, few: bool) -> ScanConfig:
+    """Retrace's 16-bit time-major tiles up to 128 steps, latest step first
+    (tn_retrace_bf16.csv, bf16: the reverse scan's tiles flipped took 0.86-0.91x its time):
+    where rows abound, 16 x 8 in one warp up to 32 steps (32768x32 22.3 -> 14.2 us, 32768x16
+    10.0 -> 7.6) and 16 x 32 beyond (16384x128 45.0 -> 38.8); few row blocks, one 16xT tile
+    in 4 warps (4096x128 13.8 -> 11.3)."""
+    if few:
+        BLOCK_T, warps = _pow2(T), 4
+    else:
+        BLOCK_T, warps = min(_pow2(T), 8 if T <= 32 else 32), 1
+    return ScanConfig(16, BLOCK_T, warps, triton_cdiv(T, BLOCK_T) * BLOCK_T, flip=True)
+
+
 def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
                        itemsize: int, two_pass: tuple = (1 << 22, 1 << 23),
                        look_back_steps: int = 256) -> ScanConfig:
@@ -485,7 +498,8 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
     Triton's lane reversal: 32768x32 GAE 7.3 -> 4.1 us, 512x4096 28.7 -> 19.7 (roofline.csv),
     or, fp32, as interleaved runs (``_interleaved``; forward scans too). Retrace keeps the
     reverse scan (flipped: 3-7 % slower, tile_probe.csv) but for fp32 tiles of few row blocks,
-    interleaved, and fp32 rows that abound up to 128 steps (``_retrace_rows_abound``).
+    interleaved, fp32 rows that abound up to 128 steps (``_retrace_rows_abound``) and 16-bit
+    tiles up to 128 steps (``_retrace_16bit``).
     ``two_pass``, ``look_back_steps``: :attr:`LongRows.time_major_two_pass`,
     :attr:`LongRows.time_major_look_back_steps`."""
     flip = not retrace
@@ -519,6 +533,8 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
             return ScanConfig(16, BLOCK_T, 4, BLOCK_T, flip=_interleaved(16, BLOCK_T, 4, 4))
         if retrace and not few and itemsize == 4 and T <= 128:
             return _retrace_rows_abound(T)
+        if retrace and itemsize == 2 and T <= 128:
+            return _retrace_16bit(T, few)
         BLOCK_T = 64 if few and T > 64 and not retrace else min(_pow2(T), 32)
         warps = 4 if few else 1
         return ScanConfig(16, BLOCK_T, warps, triton_cdiv(T, BLOCK_T) * BLOCK_T, flip=flip)
