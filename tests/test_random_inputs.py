@@ -486,7 +486,7 @@ def test_heuristic_splits():
     assert L.choose_config(4096, 512, False, 132, False).BLOCK_B == 1  # a row a program
     assert L.choose_config(4096, 128, True, 132, True).BLOCK_T == 128  # time-major, T <= 128
     assert L.choose_config(4096, 128, True, 132, True, itemsize=2).BLOCK_T == 64
-    assert L.choose_config(4096, 128, True, 132, True, True, itemsize=2).BLOCK_T == 32
+    assert L.choose_config(4096, 128, True, 132, True, True, itemsize=2).BLOCK_T == 128  # one tile
     retrace = L.ScanConfig(1, 256, 1, 256, True, flip=4)  # any rows, any dtype
     assert L.choose_config(16, 524288, False, 132, True, True) == retrace
     assert L.choose_config(1, 4194304, False, 132, True, True) == retrace
