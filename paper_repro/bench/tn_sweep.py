@@ -44,7 +44,8 @@ def candidates(N: int, T: int, wide: bool = False, check: bool = False,
     look-back tiles of one tile, or segments of 2 and 4 tiles (fp32 interleaved runs of 8), and
     one-pass 16 x 128 row blocks in interleaved runs of 4 where rows fill the GPU. ``check``:
     also the tiles the look-back rule replaced (two passes of one-warp tiles, and one-pass row
-    blocks latest step first)."""
+    blocks latest step first). ``itemsize`` is the modes' common argument; these tiles are
+    fp32's runs."""
     steps = -(-T // 128) * 128
     out = {"lb32x128": (32, 128, 4, 128, True, -8), "lb32x64": (32, 64, 2, 64, True, -8),
            "seg2x128": (32, 128, 4, 256, True, -8), "seg4x128": (32, 128, 4, 512, True, -8)}
@@ -63,7 +64,7 @@ VARIANT_SHAPES = ((256, 2048), (512, 4096), (1024, 8192), (2048, 4096))
 def variants(N: int, T: int, wide: bool = False, check: bool = False,
              itemsize: int = 4) -> dict:
     """One-tile look-back tiles around the shipped 32 x 128 in 4 warps: 8 warps, 16 or 64 envs,
-    256 steps, each in the interleaved runs its layout gives a thread (``_interleaved``)."""
+    256 steps, each in fp32's interleaved runs (``_interleaved``; ``itemsize`` unused)."""
     from paper_repro.kernels._launch import _interleaved
 
     return {f"lb{bb}x{bt}w{w}": (bb, bt, w, bt, True, _interleaved(bb, bt, w, 4))
