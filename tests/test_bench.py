@@ -686,6 +686,34 @@ def test_time_major_sweep_rows(monkeypatch, tmp_path):
     assert all(c.single_pass and c.seg_len == c.BLOCK_T for c in seen[-7 * len(S.SWEPT):])
 
 
+def test_abound_sweep_rows(monkeypatch, tmp_path):
+    """The rows-abound sweep forces every tile on the time-major inputs of the six estimators:
+    the rule's tile first, walks that cover the horizon, look-backs only where time splits in
+    two or more tiles, runs that divide a tile's steps; it takes 16-bit inputs too."""
+    import csv
+
+    from paper_repro.bench import tn_sweep as S
+    from paper_repro.kernels import _launch as L
+
+    seen = stub_forced_timing(monkeypatch)
+    S.main(["--out", str(tmp_path), "--abound", "--shapes", "4096x128", "32768x16"])
+    rows = list(csv.DictReader((tmp_path / "tn_abound.csv").read_text().splitlines()))
+    tiles = {(n, t): S.abound_tiles(n, t) for n, t in ((4096, 128), (32768, 16))}
+    assert len(rows) == len(S.SWEPT) * sum(2 + len(d) for d in tiles.values())
+    assert {r["layout"] for r in rows if r["tile"] != "shipped"} == {"TN"}
+    rule = L.choose_config(4096, 128, True, 132, False, False, 4)
+    assert tiles[4096, 128]["rule"] == (16, 128, 4, 128, False, int(rule.flip))
+    assert all(c.seg_len % c.BLOCK_T == 0 for c in seen)
+    assert all(tile[3] >= t for (n, t), d in tiles.items() for tile in d.values() if not tile[4])
+    assert all(c.BLOCK_T % abs(c.flip) == 0 for c in seen if c.flip)
+    assert not any(n.startswith("lb") for n in tiles[32768, 16])
+    assert {n for n in tiles[4096, 128] if n.startswith("lb")} == {
+        "lb16x32w1", "lb32x32w1", "lb16x64w2", "lb32x64w2"}
+    S.main(["--out", str(tmp_path), "--abound", "--dtype", "bf16", "--shapes", "32768x16"])
+    assert (tmp_path / "tn_abound_bf16.csv").exists()
+    assert all(f in (0, 1) for *_, f in S.abound_tiles(32768, 32, itemsize=2).values())
+
+
 def test_retrace_sweep_rows(monkeypatch, tmp_path):
     """Retrace's sweeps: time-major tiles (the rule's first, and every forced tile's runs
     dividing it), batch-major short tiles forced on the batch-major inputs, and a tile that

@@ -3,10 +3,11 @@ time-major tiles forced on the same inputs, over shapes with a few hundred to a 
 envs and 1024-32768 steps (the rows behind ``_launch._time_major_config``'s look-back rule);
 with ``--retrace``, Retrace's time-major tiles, and with ``--retrace-short`` and
 ``--retrace-rows`` its batch-major tiles of short rows and of long rows that programs walk,
-forced on the batch-major inputs.
+forced on the batch-major inputs; with ``--abound``, the other estimators' time-major tiles of
+rows that abound.
 
     python -m paper_repro.bench.tn_sweep --out DIR [--quick]
-        [--check | --variants | --retrace | --retrace-short | --retrace-rows]
+        [--check | --variants | --retrace | --retrace-short | --retrace-rows | --abound]
         [--shapes NxT ...]
 
 Each row is one (estimator, shape, layout, tile): its device time (CUDA-graph replay, inputs
@@ -150,6 +151,37 @@ def retrace_rows_tiles(N: int, T: int, wide: bool = True, check: bool = False,
     return out
 
 
+# --abound: the six estimators' time-major rows where they abound (up to 128 steps), whose
+# tiles were read from tile_probe.csv before the interleaved runs, the launch-index look-back
+# and the windows of 8; 4096x128 took 1.19-1.33x the batch-major time, 32768x32 1.03-1.21x
+ABOUND_SHAPES = ((4096, 128), (32768, 32), (16384, 128), (32768, 16))
+
+
+def abound_tiles(N: int, T: int, wide: bool = False, check: bool = False,
+                 itemsize: int = 4) -> dict:
+    """Time-major tiles of rows that abound (the rule first): 8-64 envs walking the whole
+    horizon in 1-8 warps, as one tile or in 16-64-step tiles, and from 64 steps one-tile
+    look-backs splitting time; each in fp32's interleaved runs where a thread holds several
+    steps, latest step first otherwise."""
+    from paper_repro.kernels._launch import _interleaved, _pow2, choose_config
+
+    out = {"rule": _tile(choose_config(N, T, True, 132, wide, False, itemsize))}
+    whole = _pow2(T)
+    one_pass = ((8, whole, 1), (8, whole, 2), (16, whole, 1), (16, whole, 2), (16, whole, 4),
+                (16, whole, 8), (32, whole, 2), (32, whole, 4), (32, whole, 8), (64, whole, 4),
+                (64, whole, 8), (16, 16, 1), (32, 16, 1), (64, 16, 2), (16, 32, 1), (32, 32, 1),
+                (32, 32, 2), (64, 32, 2), (16, 64, 2), (32, 64, 4))
+    for bb, bt, w in one_pass:
+        if bt <= whole and bb * bt >= 32 * w:  # every thread holds an element
+            name = f"one{bb}x{bt}w{w}"
+            out.setdefault(name, (bb, bt, w, -(-T // bt) * bt, False,
+                                  _interleaved(bb, bt, w, itemsize)))
+    for bb, bt, w in ((16, 32, 1), (32, 32, 1), (16, 64, 2), (32, 64, 2)):
+        if T >= 2 * bt:
+            out[f"lb{bb}x{bt}w{w}"] = (bb, bt, w, bt, True, _interleaved(bb, bt, w, itemsize))
+    return out
+
+
 def _tile(c) -> tuple:
     """A ScanConfig as a candidate tile ``(BLOCK_B, BLOCK_T, warps, seg_len, single_pass,
     flip)``, the sweep's ``rule`` row."""
@@ -196,7 +228,10 @@ MODES = {
     "retrace_short": ("retrace_short.csv", SHORT_SHAPES, retrace_short_tiles, ("retrace",),
                       "NT"),
     "retrace_rows": ("retrace_rows.csv", ROWS_SHAPES, retrace_rows_tiles, ("retrace",), "NT"),
+    "abound": ("tn_abound.csv", ABOUND_SHAPES, abound_tiles, SWEPT, "TN"),
 }
+# modes whose tiles follow the dtype (the others' are fp32's runs)
+ANY_DTYPE = ("retrace", "retrace_short", "retrace_rows", "abound")
 
 
 def main(argv=None):
@@ -215,18 +250,21 @@ def main(argv=None):
     p.add_argument("--retrace-rows", action="store_true",
                    help="instead: Retrace's batch-major walked rows at ROWS_SHAPES, to "
                         "OUT/retrace_rows.csv")
+    p.add_argument("--abound", action="store_true",
+                   help="instead: the six estimators' time-major tiles at ABOUND_SHAPES, to "
+                        "OUT/tn_abound.csv")
     p.add_argument("--dtype", default="fp32", choices=("fp32", "bf16", "fp16"),
-                   help="inputs' dtype; other than fp32, Retrace's modes only, whose CSV "
-                        "then ends in _DTYPE")
+                   help="inputs' dtype; other than fp32, Retrace's modes and --abound only, "
+                        "whose CSV then ends in _DTYPE")
     p.add_argument("--shapes", nargs="+", metavar="NxT", help="instead of the mode's shapes")
     args = p.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     mode = next((m for m in MODES if getattr(args, m, False)), "sweep")
     name, shapes, tiles, algorithms, layout = MODES[mode]
     if args.dtype != "fp32":
-        if algorithms != ("retrace",):  # the other modes' tiles are fp32's runs
-            p.error(f"--dtype {args.dtype}: only with --retrace, --retrace-short or "
-                    "--retrace-rows")
+        if mode not in ANY_DTYPE:
+            p.error(f"--dtype {args.dtype}: only with --retrace, --retrace-short, "
+                    "--retrace-rows or --abound")
         name = name.replace(".csv", f"_{args.dtype}.csv")
     if args.shapes:
         shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes]
