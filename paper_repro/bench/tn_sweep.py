@@ -177,7 +177,7 @@ def abound_tiles(N: int, T: int, wide: bool = False, check: bool = False,
             out.setdefault(name, (bb, bt, w, -(-T // bt) * bt, False,
                                   _interleaved(bb, bt, w, itemsize)))
     for bb, bt, w in ((16, 32, 1), (32, 32, 1), (16, 64, 2), (32, 64, 2)):
-        if T >= 2 * bt:
+        if 2 * bt <= T:
             out[f"lb{bb}x{bt}w{w}"] = (bb, bt, w, bt, True, _interleaved(bb, bt, w, itemsize))
     return out
 
