@@ -702,7 +702,7 @@ def test_abound_sweep_rows(monkeypatch, tmp_path):
     assert len(rows) == len(S.SWEPT) * sum(2 + len(d) for d in tiles.values())
     assert {r["layout"] for r in rows if r["tile"] != "shipped"} == {"TN"}
     rule = L.choose_config(4096, 128, True, 132, False, False, 4)
-    assert tiles[4096, 128]["rule"] == (16, 128, 4, 128, False, int(rule.flip))
+    assert tiles[4096, 128]["rule"] == (16, 128, 2, 128, False, int(rule.flip))
     assert all(c.seg_len % c.BLOCK_T == 0 for c in seen)
     assert all(tile[3] >= t for (n, t), d in tiles.items() for tile in d.values() if not tile[4])
     assert all(c.BLOCK_T % abs(c.flip) == 0 for c in seen if c.flip)

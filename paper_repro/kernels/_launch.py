@@ -526,11 +526,15 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
         # steps from fewer row blocks: 16x64 (4096x128 discounted returns 4.07 -> 3.95 us, GAE
         # 4.83 -> 4.44, V-trace 6.28 -> 5.90; wider tiles lost, tile_probe.csv); in fp32 one
         # 16xT tile in interleaved runs (16x128 in runs of 4: 4.02 -> 3.40, 4.42 -> 3.55, 6.06
-        # -> 4.63 against 16x64 latest step first; Retrace 20.7 -> 16.1, retrace rows).
+        # -> 4.63 against 16x64 latest step first; Retrace 20.7 -> 16.1, retrace rows). 128
+        # steps in 2 warps, runs of 8, but Retrace's (tn_abound.csv, 4096x128: 0.87-0.98x the
+        # time of 4 warps; tn_retrace.csv: Retrace's 2 warps lost).
         few = row_blocks < 4 * sms
         if few and T > 32 and itemsize == 4:
             BLOCK_T = _pow2(T)
-            return ScanConfig(16, BLOCK_T, 4, BLOCK_T, flip=_interleaved(16, BLOCK_T, 4, 4))
+            warps = 2 if BLOCK_T == 128 and not retrace else 4
+            return ScanConfig(16, BLOCK_T, warps, BLOCK_T,
+                              flip=_interleaved(16, BLOCK_T, warps, 4))
         if retrace and not few and itemsize == 4 and T <= 128:
             return _retrace_rows_abound(T)
         if retrace and itemsize == 2 and T <= 128:
