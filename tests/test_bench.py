@@ -575,6 +575,40 @@ def test_sass_counts_compile_without_a_gpu():
     assert 0 < capped["registers"] <= 64  # the register cap reaches ptxas
 
 
+@pytest.mark.parametrize("name", ["affine_scan", "gae", "vtrace"])
+def test_alignment_word_vectorises_unaligned_rows(name):
+    """Rows of a length (batch-major) or batches (time-major) that are no multiple of 16
+    compile to one-value loads unless the kernel is told their alignment (``ALIGN``); told,
+    they load as a 16-multiple's do."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = (f"import json; from paper_repro.bench import sass as S; k = S.kernels()[{name!r}]; "
+            "print(json.dumps([[S.counts(k, t, f, 0, a)['vector_loads'] for a in (None, 0, s)]"
+            " for t, f, s in ((S.TILES[0], 4, 4), (S.TILES[3], -4, -4))]))")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    for aligned, unaligned, told in json.loads(out.stdout.strip().splitlines()[-1]):
+        assert unaligned == 0 < aligned == told
+
+
+def test_align_probe_rows(monkeypatch):
+    """The alignment probe times each estimator's call told and not told the alignment, both
+    gated against the float64 reference: here the interpreted kernels, rows of 100 steps
+    and time-major batches of 20 envs (``ALIGN`` 4 and -4), and a 16-multiple's 0."""
+    from paper_repro.bench import align_probe
+
+    for N, T, layout, align in ((5, 100, "NT", 4), (20, 12, "TN", -4), (3, 32, "NT", 0)):
+        for a in ALGORITHMS:
+            row = align_probe.measure(a, N, T, "fp32", layout, device="cpu",
+                                      timer=lambda call: (call(), 1.0)[1])
+            assert row["align"] == align and row["gate_ok"] == 1, row
+            assert row["ratio"] == 1.0
+
+
 def test_calls_for_a_profiler():
     """``python -m paper_repro.bench.calls`` calls our implementation on the case's inputs."""
     from paper_repro.bench import calls

@@ -658,6 +658,23 @@ def test_flip_rule():
     assert L.run_length(16, 8, False) == 2 and L.run_length(16, 4, True) == 4
 
 
+def test_alignment_rule():
+    """The kernels hear of the layout's alignment only where Triton does not see it (no
+    multiple of 16) and it exists: batch-major from T and the row strides, time-major from B
+    and the step strides, of the inputs and the output alike; never for other strides, nor
+    under ``force_alignment(False)``."""
+    assert L.alignment(4096, 100, (100, 1, 100, 1)) == 4
+    assert L.alignment(4096, 1000, (1000, 1, 1000, 1)) == 8
+    assert L.alignment(4096, 128, (128, 1, 128, 1)) == 0  # Triton's own specialisation
+    assert L.alignment(7, 99, (99, 1, 99, 1)) == 0
+    assert L.alignment(8, 100, (100, 1, 102, 1)) == 2  # the output's stride counts
+    assert L.alignment(1000, 64, (1, 1000, 1, 1000)) == -8
+    assert L.alignment(4100, 128, (1, 4100, 1, 4100)) == -4
+    assert L.alignment(12, 40, (40, 3, 40, 3)) == 0
+    with L.force_alignment(False):
+        assert L.alignment(4096, 100, (100, 1, 100, 1)) == 0
+
+
 def test_prefetch_rule():
     """Prefetch where a program walks several tiles with few warps, not for one tile per
     program nor at 16 warps (where the H200 probe measured it slower)."""

@@ -66,16 +66,18 @@ def kernels() -> dict:
             "affine_scan": affine_scan.affine_scan_kernel}
 
 
-def _signature(kernel, tile, flip):
+def _signature(kernel, tile, flip, align=None):
     """Triton's signature, constexprs and 16-byte alignments for fp32 inputs laid out like
-    the benchmarks' (time contiguous unless time-major; actions contiguous)."""
+    the benchmarks' (time contiguous unless time-major; actions contiguous). ``align``: the
+    contiguous axis's extent and the other strides are not multiples of 16, and the kernels'
+    ``ALIGN`` says what they are instead (``_launch.alignment``)."""
     import triton.language as tl
 
     BLOCK_B, BLOCK_T, _, phase, prefetch, time_major = tile
     unit = {"stride3_a", "stride_b" if time_major else "stride_t",
             "out_stride_b" if time_major else "out_stride_t"}
     tiles = dict(ACC=tl.float32, PHASE=phase, BLOCK_B=BLOCK_B, BLOCK_T=BLOCK_T,
-                 PREFETCH=prefetch, FLIP=flip)
+                 PREFETCH=prefetch, FLIP=flip, ALIGN=align or 0)
     sig, const = {}, {}
     for name, p in zip(kernel.arg_names, kernel.params):
         if p.is_constexpr:
@@ -92,19 +94,23 @@ def _signature(kernel, tile, flip):
     # Time-major rows are the contiguous axis: the benchmarks' batch sizes are multiples of 16,
     # which Triton specialises on, so their loads vectorise along the rows.
     unaligned = UNALIGNED - {"B"} if time_major else UNALIGNED
+    if align is not None:
+        unaligned = unaligned | ({"B", "stride_t", "out_stride_t"} if time_major
+                                 else {"T", "stride_b", "out_stride_b"})
     aligned = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(kernel.arg_names)
                if sig[name].startswith("*") or (sig[name] == "i32" and name not in unaligned)}
     return sig, const, aligned
 
 
-def counts(kernel, tile, flip=0, maxnreg=0) -> dict:
-    """Compile ``kernel`` for sm_90 with ``tile`` (registers capped at ``maxnreg`` where set)
-    and count what its SASS does per launch; ``local_loads``/``local_stores``: spills."""
+def counts(kernel, tile, flip=0, maxnreg=0, align=None) -> dict:
+    """Compile ``kernel`` for sm_90 with ``tile`` (registers capped at ``maxnreg`` where set;
+    ``align``: see ``_signature``) and count what its SASS does per launch;
+    ``local_loads``/``local_stores``: spills."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    sig, const, aligned = _signature(kernel, tile, flip)
+    sig, const, aligned = _signature(kernel, tile, flip, align)
     options = {"num_warps": tile[2], **({"maxnreg": maxnreg} if maxnreg else {})}
     compiled = triton.compile(ASTSource(kernel, sig, const, aligned),
                               target=GPUTarget("cuda", 90, 32), options=options)

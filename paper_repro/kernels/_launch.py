@@ -23,6 +23,7 @@ _CPU_BACKEND = ["triton" if INTERPRETED else "torch"]
 _FORCED_CONFIG: list = [None]
 _FORCED_PREFETCH: list = [None]
 _FORCED_WORDS: list = [None]
+_FORCED_ALIGNMENT: list = [None]
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -50,6 +51,12 @@ def force_config(config: ScanConfig | None):
 def force_prefetch(flag: bool | None):
     """Force the kernels' PREFETCH switch inside the block (tests, tuning); None: the rule."""
     return _setting(_FORCED_PREFETCH, flag)
+
+
+def force_alignment(flag: bool | None):
+    """Inside the block, the kernels are told the layout's alignment (True, the rule; None) or
+    never (False): the A/B of ``alignment`` (``bench.align_probe``)."""
+    return _setting(_FORCED_ALIGNMENT, flag)
 
 
 def force_words(flag: bool | None):
@@ -176,6 +183,26 @@ def common_strides(tensors):
 
 def is_time_major(stride) -> bool:
     return stride[0] == 1 and stride[1] != 1
+
+
+def alignment(B: int, T: int, layout: tuple) -> int:
+    """The kernels' ``ALIGN`` for ``layout = (stride_b, stride_t, out_stride_b, out_stride_t)``:
+    the largest power of two up to 16 that divides the contiguous axis's extent and the other
+    strides of inputs and output, positive batch-major (T), negative time-major (B); 0 where
+    that is 1 or where Triton already sees multiples of 16 (no new compiles for those shapes)."""
+    stride_b, stride_t, out_b, out_t = layout
+    if _FORCED_ALIGNMENT[0] is False:
+        return 0
+    if stride_t == 1 and out_t == 1:
+        values, sign = (T, stride_b, out_b), 1
+    elif stride_b == 1 and out_b == 1:
+        values, sign = (B, stride_t, out_t), -1
+    else:
+        return 0
+    align = 16
+    while align > 1 and any(v % align for v in values):
+        align //= 2
+    return 0 if align in (1, 16) else sign * align
 
 
 def empty_rows(B: int, T: int, dtype, device, time_major: bool) -> torch.Tensor:

@@ -100,7 +100,7 @@ def lookup(op: str, tensors: tuple, scalars: tuple, validate=False):
     never use a plan)."""
     if validate or L.VALIDATE_ENV or L._FORCED_CONFIG[0] is not None or \
             L._FORCED_PREFETCH[0] is not None or L._FORCED_WORDS[0] is not None or \
-            torch.compiler.is_compiling():
+            L._FORCED_ALIGNMENT[0] is not None or torch.compiler.is_compiling():
         return None, None
     try:
         described = map(type, tensors) if _MAKE_GUARD else map(_metadata, tensors)

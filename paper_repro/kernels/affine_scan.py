@@ -120,6 +120,25 @@ def row_block(pid_b, B, BLOCK_B: tl.constexpr):
 
 
 @triton.jit
+def aligned_layout(B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN: tl.constexpr):
+    """The layout's ints, with the host's word that the contiguous axis's extent and the other
+    strides are multiples of ``|ALIGN|`` (``L.alignment``; 0: no word): ``ALIGN > 1`` batch-major
+    (T, ``stride_b``, ``out_stride_b``), ``ALIGN < -1`` time-major (B, ``stride_t``,
+    ``out_stride_t``). Triton only knows multiples of 16, so rows of 100 steps otherwise load one
+    value at a time; ``x // A * A`` is ``x`` here, and tells the compiler."""
+    if ALIGN > 1:
+        T = T // ALIGN * ALIGN
+        stride_b = stride_b // ALIGN * ALIGN
+        out_stride_b = out_stride_b // ALIGN * ALIGN
+    if ALIGN < -1:
+        A: tl.constexpr = -ALIGN
+        B = B // A * A
+        stride_t = stride_t // A * A
+        out_stride_t = out_stride_t // A * A
+    return B, T, stride_b, stride_t, out_stride_b, out_stride_t
+
+
+@triton.jit
 def segment_chunks(pid_s, T, seg_len, BLOCK_T: tl.constexpr):
     t_begin = pid_s * seg_len
     t_end = tl.minimum(T, t_begin + seg_len)
@@ -640,7 +659,9 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
                        B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                        HAS_INIT: tl.constexpr, REVERSE: tl.constexpr, ACC: tl.constexpr,
                        PHASE: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr,
-                       PREFETCH: tl.constexpr, FLIP: tl.constexpr):
+                       PREFETCH: tl.constexpr, FLIP: tl.constexpr, ALIGN: tl.constexpr):
+    B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
+        B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN)
     pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, REVERSE, BLOCK_B, True)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
     t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
@@ -687,8 +708,8 @@ class Launch:
 
     Engine kernels take, in order: ``pointers`` (inputs, then outputs), ``agg_ptr, status_ptr,
     B, T, n_seg, seg_len``, ``ints`` (strides, ...), ``scalars`` (float32 hi/lo pairs),
-    ``flags`` (constexprs), ``ACC, PHASE, BLOCK_B, BLOCK_T, PREFETCH, FLIP``. Positional, so no
-    per-call dicts."""
+    ``flags`` (constexprs), ``ACC, PHASE, BLOCK_B, BLOCK_T, PREFETCH, FLIP, ALIGN``. Positional,
+    so no per-call dicts."""
 
     __slots__ = ("kernel", "grid", "num_warps", "B", "acc", "device", "cuda_index", "middle",
                  "tile", "one_pass", "single_pass", "launchers", "grid3", "maxnreg")
@@ -704,7 +725,8 @@ class Launch:
         self.grid = config.grid(B, T)
         self.grid3 = (*self.grid, 1)
         self.middle = (B, T, self.grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
-        self.tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config), int(config.flip))
+        self.tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config), int(config.flip),
+                     L.alignment(B, T, ints[:4]))
         self.one_pass = (*self.middle, 0, *self.tile) if self.grid[1] == 1 else None
         self.single_pass = 0
         if config.single_pass and self.one_pass is None:

@@ -17,6 +17,7 @@ from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
     against_scan_order,
+    aligned_layout,
     incoming_carry,
     neighbour_load,
     next_tile,
@@ -58,7 +59,9 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
                            PREVIOUS_DONE: tl.constexpr, HAS_SEED: tl.constexpr,
                            ACC: tl.constexpr, PHASE: tl.constexpr,
                            BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr,
-                           PREFETCH: tl.constexpr, FLIP: tl.constexpr):
+                           PREFETCH: tl.constexpr, FLIP: tl.constexpr, ALIGN: tl.constexpr):
+    B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
+        B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN)
     k = tl.cast(decay, ACC) + tl.cast(decay_lo, ACC)
     pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, False, BLOCK_B, True)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)

@@ -16,6 +16,7 @@ from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
     against_scan_order,
+    aligned_layout,
     incoming_carry,
     next_tile,
     program_ids,
@@ -65,7 +66,9 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
                        HAS_NEXT: tl.constexpr, HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr,
                        ACC: tl.constexpr, PHASE: tl.constexpr,
                        BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr,
-                       FLIP: tl.constexpr):
+                       FLIP: tl.constexpr, ALIGN: tl.constexpr):
+    B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
+        B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN)
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     lam_ = tl.cast(lam, ACC) + tl.cast(lam_lo, ACC)
     pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, True, BLOCK_B, True)

@@ -24,6 +24,7 @@ from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
     against_scan_order,
+    aligned_layout,
     incoming_carry,
     load_flags,
     neighbour,
@@ -163,7 +164,9 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
                        N_ACT: tl.constexpr, PACK: tl.constexpr, VAL: tl.constexpr,
                        ACC: tl.constexpr, PHASE: tl.constexpr,
                        BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr,
-                       FLIP: tl.constexpr):
+                       FLIP: tl.constexpr, ALIGN: tl.constexpr):
+    B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
+        B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN)
     # PREFETCH is ignored: the per-action gathers depend on the loaded actions. PACK > 0: the
     # per-action inputs are read as 64-bit words of PACK values of type VAL, their strides
     # (``stride3_*``) counted in words, N_ACT actions a step.

@@ -16,6 +16,7 @@ from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
     Launch,
     against_scan_order,
+    aligned_layout,
     incoming_carry,
     next_in_time,
     next_tile,
@@ -58,7 +59,9 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                       HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr, HAS_LAST: tl.constexpr,
                       ACC: tl.constexpr, PHASE: tl.constexpr,
                       BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr,
-                      FLIP: tl.constexpr):
+                      FLIP: tl.constexpr, ALIGN: tl.constexpr):
+    B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
+        B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN)
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     rho_max = tl.cast(rho_bar, ACC) + tl.cast(rho_bar_lo, ACC)
     c_max = tl.cast(c_bar, ACC) + tl.cast(c_bar_lo, ACC)
