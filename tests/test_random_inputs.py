@@ -369,14 +369,22 @@ def test_retrace_16bit_time_major_tiles(shape, dtype, kernels):
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_few_row_blocks_time_major_tile(est, kernels):
-    """The fp32 time-major tile of few row blocks up to 128 steps (16 x 128 in interleaved runs
-    of 8, Retrace's of 4), on time-major inputs of two row blocks and 100 steps."""
+    """The fp32 time-major tiles of few row blocks up to 128 steps (16 x 128 in interleaved
+    runs of 8 in 2 warps, of 4 in 4: Retrace's, and GAE's and V-trace's from a block an SM), on
+    time-major inputs of two row blocks and 100 steps."""
+    from paper_repro.kernels import gae, vtrace
+
     retrace = est.kernel == "retrace"
-    c = L.choose_config(4096, 128, True, 132, est.kernel == "vtrace" or retrace, retrace)
-    assert (c.BLOCK_B, c.BLOCK_T, c.flip) == ((16, 128, -4) if retrace else (16, 128, -8))
+    wide = est.kernel == "vtrace" or retrace
+    long_rows = {"gae": gae.LONG_ROWS, "vtrace": vtrace.LONG_ROWS}.get(est.kernel, L.LongRows())
+    many = L.choose_config(4096, 128, True, 132, wide, retrace, long_rows=long_rows)
+    few = L.choose_config(1024, 128, True, 132, wide, retrace, long_rows=long_rows)
+    assert (many.BLOCK_B, many.BLOCK_T, many.flip) == ((16, 128, -4) if retrace else (16, 128, -8))
+    assert few.num_warps == (4 if retrace or est.kernel in ("gae", "vtrace") else 2)
     d = make_inputs(19, 100, device=device_of(kernels))
-    with kernels_on(kernels), L.force_config(L.ScanConfig(16, 128, 1, 128, flip=c.flip)):
-        check(est, d, TOL[torch.float32], LAYOUTS[1])
+    for c in (many, few):
+        with kernels_on(kernels), L.force_config(L.ScanConfig(16, 128, 1, 128, flip=c.flip)):
+            check(est, d, TOL[torch.float32], LAYOUTS[1])
 
 
 @pytest.mark.parametrize("shape", [(0, 5), (3, 0)], ids=["N0", "T0"])
@@ -616,7 +624,7 @@ def test_flip_rule():
     batch-major backward tiles of 16 steps or more as runs of one 16-byte load's steps
     (Retrace: 4)."""
     assert L.choose_config(4096, 128, True, 132, False).flip == -8  # 16x128, 2 warps
-    assert L.choose_config(4096, 64, True, 132, False).flip == -2
+    assert L.choose_config(4096, 64, True, 132, False).flip == -4  # 16x64, 2 warps
     assert L.choose_config(512, 4096, True, 132, True).flip == -8  # V-trace, 32x128, 4 warps
     assert L.choose_config(512, 8192, True, 132, False).flip == -8  # 32x32, 1 warp
     assert L.choose_config(2048, 1024, True, 132, False).flip == -4  # 16x128, 4 warps

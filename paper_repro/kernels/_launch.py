@@ -291,7 +291,8 @@ class LongRows:
     to four rows; ``time_major_two_pass``: the ``[lo, hi)`` elements (``B * T``) at which fp32
     time-major rows of few row blocks take two passes rather than a one-tile look-back;
     ``time_major_look_back_steps``: the steps of that look-back's 32-env tile from 2**21
-    elements (128 below)."""
+    elements (128 below); ``time_major_row_warps``: the warps of fp32 time-major one-pass
+    tiles of 64-128 steps from at most a 16-row block an SM (2 from more)."""
 
     two_pass_rows: int = 4
     cap16: int = 0
@@ -300,6 +301,7 @@ class LongRows:
     look_back_steps32: int = 1024
     time_major_two_pass: tuple = (1 << 22, 1 << 23)
     time_major_look_back_steps: int = 256
+    time_major_row_warps: int = 2
 
 
 @functools.lru_cache(maxsize=4096)
@@ -316,7 +318,8 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
     if time_major:
         return _time_major_config(B, T, sms, wide, retrace, itemsize,
                                   long_rows.time_major_two_pass,
-                                  long_rows.time_major_look_back_steps)
+                                  long_rows.time_major_look_back_steps,
+                                  long_rows.time_major_row_warps)
     config = _batch_major_config(B, T, sms, wide, retrace, itemsize, long_rows)
     return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
 
@@ -519,7 +522,7 @@ def _retrace_16bit(T: int, few: bool) -> ScanConfig:
 
 def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
                        itemsize: int, two_pass: tuple = (1 << 22, 1 << 23),
-                       look_back_steps: int = 256) -> ScanConfig:
+                       look_back_steps: int = 256, row_warps: int = 2) -> ScanConfig:
     """``[T, B]`` inputs: tiles across the contiguous batch axis. Backward scans hold their
     tiles latest step first (``flip``; time is not the vectorised axis here), which saves
     Triton's lane reversal: 32768x32 GAE 7.3 -> 4.1 us, 512x4096 28.7 -> 19.7 (roofline.csv),
@@ -527,8 +530,8 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
     reverse scan (flipped: 3-7 % slower, tile_probe.csv) but for fp32 tiles of few row blocks,
     interleaved, fp32 rows that abound up to 128 steps (``_retrace_rows_abound``) and 16-bit
     tiles up to 128 steps (``_retrace_16bit``).
-    ``two_pass``, ``look_back_steps``: :attr:`LongRows.time_major_two_pass`,
-    :attr:`LongRows.time_major_look_back_steps`."""
+    ``two_pass``, ``look_back_steps``, ``row_warps``: :attr:`LongRows.time_major_two_pass`,
+    :attr:`LongRows.time_major_look_back_steps`, :attr:`LongRows.time_major_row_warps`."""
     flip = not retrace
     fp32 = itemsize == 4 and not retrace
     if B < 16:
@@ -553,13 +556,14 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
         # steps from fewer row blocks: 16x64 (4096x128 discounted returns 4.07 -> 3.95 us, GAE
         # 4.83 -> 4.44, V-trace 6.28 -> 5.90; wider tiles lost, tile_probe.csv); in fp32 one
         # 16xT tile in interleaved runs (16x128 in runs of 4: 4.02 -> 3.40, 4.42 -> 3.55, 6.06
-        # -> 4.63 against 16x64 latest step first; Retrace 20.7 -> 16.1, retrace rows). 128
-        # steps in 2 warps, runs of 8, but Retrace's (tn_abound.csv, 4096x128: 0.87-0.98x the
-        # time of 4 warps; tn_retrace.csv: Retrace's 2 warps lost).
+        # -> 4.63 against 16x64 latest step first; Retrace 20.7 -> 16.1, retrace rows). In 2
+        # warps but Retrace's (tn_abound.csv, 4096x128: 0.87-0.98x the time of 4 warps, 4096x64
+        # 0.87-0.93x; tn_retrace.csv: Retrace's 2 warps lost), and GAE's and V-trace's from at
+        # most a block an SM (``row_warps``; 1024x128: 4 warps 0.90-0.93x the time of 2).
         few = row_blocks < 4 * sms
         if few and T > 32 and itemsize == 4:
             BLOCK_T = _pow2(T)
-            warps = 2 if BLOCK_T == 128 and not retrace else 4
+            warps = 4 if retrace else row_warps if row_blocks <= sms else 2
             return ScanConfig(16, BLOCK_T, warps, BLOCK_T,
                               flip=_interleaved(16, BLOCK_T, warps, 4))
         if retrace and not few and itemsize == 4 and T <= 128:

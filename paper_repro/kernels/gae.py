@@ -39,9 +39,12 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # 16-bit look-back capped at 128 registers (registers.csv, 64x131072 and 16x524288 bf16: 27.4
 # -> 24.5 us and 28.2 -> 25.7 against 168 registers uncapped). Time-major: the look-back at every
 # size, its inputs too many for two passes in L2 (tn_sweep.csv, 512x8192 34.7 -> 26.7 us), in
-# 128-step tiles (tn_variants.csv, 256-step ones: 1024x8192 1.16x the time).
+# 128-step tiles (tn_variants.csv, 256-step ones: 1024x8192 1.16x the time); one-pass
+# time-major rows of 128 steps from a block an SM in 4 warps (tn_abound.csv, 1024x128: 2.69
+# -> 2.49 us, 2048x128 3.01 -> 2.85).
 LONG_ROWS = L.LongRows(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512,
-                      time_major_two_pass=(0, 0), time_major_look_back_steps=128)
+                      time_major_two_pass=(0, 0), time_major_look_back_steps=128,
+                      time_major_row_warps=4)
 
 
 @triton.jit

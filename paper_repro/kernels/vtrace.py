@@ -36,8 +36,9 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # Long rows look back: 16-bit ones from five rows (words_probe.csv: 63.7 -> 47.4 us at
 # 64x131072 bf16), fp32 ones from one (4x1048576: 62.5 -> 48.8 us, 1x4194304 62.6 -> 57.9);
 # the 16-bit look-back capped at 128 registers (registers.csv, 64x131072 and 16x524288 bf16:
-# 45.4 -> 42.3 us and 47.3 -> 43.6 against 168 registers uncapped).
-LONG_ROWS = L.LongRows(two_pass_rows=0, cap16=128)
+# 45.4 -> 42.3 us and 47.3 -> 43.6 against 168 registers uncapped). One-pass time-major rows
+# of 128 steps from a block an SM in 4 warps (tn_abound.csv, 1024x128: 3.21 -> 2.89 us).
+LONG_ROWS = L.LongRows(two_pass_rows=0, cap16=128, time_major_row_warps=4)
 
 
 @triton.jit
