@@ -585,10 +585,12 @@ def test_heuristic_splits():
 
 
 LONG_ROWS = dict(
-    dict.fromkeys(("vtrace", "vtrace_clip_last_value"), L.LongRows(two_pass_rows=0, cap16=128)),
+    dict.fromkeys(("vtrace", "vtrace_clip_last_value"),
+                  L.LongRows(two_pass_rows=0, cap16=128, time_major_row_warps=4)),
     **dict.fromkeys(("gae", "gae_last_value"),
                     L.LongRows(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512,
-                               time_major_two_pass=(0, 0), time_major_look_back_steps=128)),
+                               time_major_two_pass=(0, 0), time_major_look_back_steps=128,
+                               time_major_row_warps=4)),
     lambda_returns=L.LongRows(two_pass_rows=0, warps32=1, time_major_two_pass=(0, 0)),
     discounted_returns=L.LongRows(cap16=128, warps32=1, two_pass_steps32=1024))
 
@@ -602,8 +604,9 @@ def test_long_row_choices(est, kernels, monkeypatch):
     (V-trace, GAE and the discounted returns 128, the others none), its fp32 look-back's
     warps (the returns and GAE one, GAE's in 512-step tiles, the others two), its fp32
     two-pass tile's steps (the discounted returns 1024, the others 2048), its time-major
-    two-pass band (GAE and TD(lambda) with values none) and time-major look-back steps (GAE
-    128, the others 256)."""
+    two-pass band (GAE and TD(lambda) with values none), time-major look-back steps (GAE
+    128, the others 256) and time-major one-pass warps from a row block an SM (GAE and V-trace
+    4, the others 2)."""
     seen, config_for = [], L.config_for
 
     def spy(*args, **kwargs):
