@@ -220,11 +220,11 @@ def test_forced_tiles_bypass_plans(monkeypatch, hits):
     run, run_bound = D.run, D.run_bound
 
     def spy(kernel, grid, num_warps, values, n_tensors=None, maxnreg=0):
-        tiles.append(values[-4:-1])  # BLOCK_B, BLOCK_T, PREFETCH (then FLIP)
+        tiles.append(values[-5:-2])  # BLOCK_B, BLOCK_T, PREFETCH (then FLIP, ALIGN)
         run(kernel, grid, num_warps, values, n_tensors, maxnreg)
 
     def spy_bound(cache, kernel, grid, num_warps, values, n_tensors, maxnreg=0):
-        tiles.append(values[-4:-1])  # a plan's cached launcher bypasses D.run on the GPU
+        tiles.append(values[-5:-2])  # a plan's cached launcher bypasses D.run on the GPU
         run_bound(cache, kernel, grid, num_warps, values, n_tensors, maxnreg)
 
     monkeypatch.setattr(D, "run", spy)
