@@ -595,7 +595,7 @@ def test_alignment_word_vectorises_unaligned_rows(name):
         assert unaligned == 0 < aligned == told
 
 
-def test_align_probe_rows(monkeypatch):
+def test_align_probe_rows():
     """The alignment probe times each estimator's call told and not told the alignment, both
     gated against the float64 reference: here the interpreted kernels, rows of 100 steps
     and time-major batches of 20 envs (``ALIGN`` 4 and -4), and a 16-multiple's 0."""

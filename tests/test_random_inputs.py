@@ -382,8 +382,8 @@ def test_few_row_blocks_time_major_tile(est, kernels):
     assert (many.BLOCK_B, many.BLOCK_T, many.flip) == ((16, 128, -4) if retrace else (16, 128, -8))
     assert few.num_warps == (4 if retrace or est.kernel in ("gae", "vtrace") else 2)
     d = make_inputs(19, 100, device=device_of(kernels))
-    for c in (many, few):
-        with kernels_on(kernels), L.force_config(L.ScanConfig(16, 128, 1, 128, flip=c.flip)):
+    for flip in {many.flip, few.flip}:
+        with kernels_on(kernels), L.force_config(L.ScanConfig(16, 128, 1, 128, flip=flip)):
             check(est, d, TOL[torch.float32], LAYOUTS[1])
 
 
