@@ -748,6 +748,24 @@ def test_abound_sweep_rows(monkeypatch, tmp_path):
     assert all(f in (0, 1) for *_, f in S.abound_tiles(32768, 32, itemsize=2).values())
 
 
+def test_narrow_sweep_rows(monkeypatch, tmp_path):
+    """The narrow sweep forces 4- and 8-env one-pass walks of the whole horizon on the
+    time-major inputs, the rule's tile first; V-trace's tiles stay small enough not to spill."""
+    import csv
+
+    from paper_repro.bench import tn_sweep as S
+
+    seen = stub_forced_timing(monkeypatch)
+    S.main(["--out", str(tmp_path), "--narrow", "--shapes", "512x4000"])
+    rows = list(csv.DictReader((tmp_path / "tn_narrow.csv").read_text().splitlines()))
+    assert len(rows) == sum(2 + len(S.narrow_tiles(512, 4000, a == "vtrace")) for a in S.SWEPT)
+    walks = [c for c in seen if not c.single_pass and c.BLOCK_B in (4, 8)]
+    assert walks and all(c.seg_len >= 4000 and c.seg_len % c.BLOCK_T == 0 for c in walks)
+    assert all(c.BLOCK_T % abs(c.flip) == 0 for c in seen if c.flip)
+    assert max(b * t for b, t, *_ in S.narrow_tiles(512, 4096, wide=True).values()) <= 8192
+    assert "walk4x2048w8" not in S.narrow_tiles(512, 4096, wide=True)
+
+
 def test_retrace_sweep_rows(monkeypatch, tmp_path):
     """Retrace's sweeps: time-major tiles (the rule's first, and every forced tile's runs
     dividing it), batch-major short tiles forced on the batch-major inputs, and a tile that
@@ -792,3 +810,26 @@ def test_retrace_sweep_rows(monkeypatch, tmp_path):
     assert tiles["rule"] == (1, rule.BLOCK_T, rule.num_warps, 2048, False, 4)
     assert all(t[3] == 2048 for n, t in tiles.items() if n.startswith("walk"))
     assert all(t[4] and t[3] > t[1] for n, t in tiles.items() if n.startswith("seg"))
+
+
+def test_call_parts_captures_the_direct_launch(monkeypatch):
+    """The launch-only part repeats the one direct launch a call makes on its own arguments;
+    a call that makes none or several has no launch part, and without CUDA the probe refuses."""
+    from paper_repro.bench import call_parts as C
+    from paper_repro.kernels import _direct as D
+
+    made = []
+
+    def fake(*args):
+        made.append(args)
+        return True
+    monkeypatch.setattr(D, "launch_pointers", fake)
+    assert C.captured_launch(lambda: D.launch_pointers("cache", (4, 1, 1), (1, 2), (3,))) == (
+        "cache", (4, 1, 1), (1, 2), (3,))
+    assert made == [("cache", (4, 1, 1), (1, 2), (3,))]  # the real launch still happened
+    assert C.captured_launch(lambda: None) is None
+    assert C.captured_launch(lambda: [D.launch_pointers(i) for i in range(2)]) is None
+    assert D.launch_pointers is fake  # restored after each capture
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit):
+            C.main([])

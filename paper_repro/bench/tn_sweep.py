@@ -4,10 +4,11 @@ envs and 1024-32768 steps (the rows behind ``_launch._time_major_config``'s look
 with ``--retrace``, Retrace's time-major tiles, and with ``--retrace-short`` and
 ``--retrace-rows`` its batch-major tiles of short rows and of long rows that programs walk,
 forced on the batch-major inputs; with ``--abound``, the other estimators' time-major tiles of
-rows that abound.
+rows that abound; with ``--narrow``, 4- and 8-env tiles walking whole time-major rows.
 
     python -m paper_repro.bench.tn_sweep --out DIR [--quick]
-        [--check | --variants | --retrace | --retrace-short | --retrace-rows | --abound]
+        [--check | --variants | --retrace | --retrace-short | --retrace-rows | --abound
+         | --narrow]
         [--shapes NxT ...]
 
 Each row is one (estimator, shape, layout, tile): its device time (CUDA-graph replay, inputs
@@ -182,6 +183,28 @@ def abound_tiles(N: int, T: int, wide: bool = False, check: bool = False,
     return out
 
 
+# --narrow: time-major rows of a few hundred to a few thousand envs, walked whole by narrow
+# env blocks instead of split in time
+NARROW_SHAPES = ((512, 4096), (1024, 4096), (512, 8192), (256, 8192), (1024, 2048),
+                 (2048, 4096))
+
+
+def narrow_tiles(N: int, T: int, wide: bool = False, check: bool = False,
+                 itemsize: int = 4) -> dict:
+    """Time-major tiles of 4 or 8 envs (16 or 32 bytes a step) that walk the whole horizon in
+    one pass, 256-2048 steps a tile in 4 or 8 warps, beside the rule's tile: ``N / 4`` or
+    ``N / 8`` programs and no look-back. Each in fp32's interleaved runs."""
+    from paper_repro.kernels._launch import _interleaved, choose_config
+
+    out = {"rule": _tile(choose_config(N, T, True, 132, wide, False, itemsize))}
+    for bb, bt, w in ((4, 256, 2), (4, 512, 4), (4, 1024, 4), (4, 1024, 8), (4, 2048, 8),
+                      (8, 256, 4), (8, 512, 4), (8, 512, 8), (8, 1024, 8)):
+        if bt <= T and not (wide and bb * bt > 4096):  # V-trace's wide tiles spill
+            out[f"walk{bb}x{bt}w{w}"] = (bb, bt, w, -(-T // bt) * bt, False,
+                                         _interleaved(bb, bt, w, itemsize))
+    return out
+
+
 def _tile(c) -> tuple:
     """A ScanConfig as a candidate tile ``(BLOCK_B, BLOCK_T, warps, seg_len, single_pass,
     flip)``, the sweep's ``rule`` row."""
@@ -229,6 +252,7 @@ MODES = {
                       "NT"),
     "retrace_rows": ("retrace_rows.csv", ROWS_SHAPES, retrace_rows_tiles, ("retrace",), "NT"),
     "abound": ("tn_abound.csv", ABOUND_SHAPES, abound_tiles, SWEPT, "TN"),
+    "narrow": ("tn_narrow.csv", NARROW_SHAPES, narrow_tiles, SWEPT, "TN"),
 }
 # modes whose tiles follow the dtype (the others' are fp32's runs)
 ANY_DTYPE = ("retrace", "retrace_short", "retrace_rows", "abound")
@@ -253,6 +277,9 @@ def main(argv=None):
     p.add_argument("--abound", action="store_true",
                    help="instead: the six estimators' time-major tiles at ABOUND_SHAPES, to "
                         "OUT/tn_abound.csv")
+    p.add_argument("--narrow", action="store_true",
+                   help="instead: narrow env blocks walking time-major rows at NARROW_SHAPES, "
+                        "to OUT/tn_narrow.csv")
     p.add_argument("--dtype", default="fp32", choices=("fp32", "bf16", "fp16"),
                    help="inputs' dtype; other than fp32, Retrace's modes and --abound only, "
                         "whose CSV then ends in _DTYPE")

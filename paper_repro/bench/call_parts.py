@@ -1,0 +1,107 @@
+"""Where a repeated public call's time goes: host work, its launch, the device, the full call.
+
+``python -m paper_repro.bench.call_parts [--shape 4096x128] [--out FILE] [--profile FILE]``
+(CUDA only) writes one row per op and layout (fp32, plain), every part in microseconds a call:
+
+* ``host``: our Python host work with the launch stubbed (``host_path``'s "plan" column);
+* ``launched``: back-to-back calls with their real launch, wall time (the host rate);
+* ``launch``: the direct launch alone, repeated on the call's own pointers;
+* ``outputs``: allocating the call's outputs (``empty_like``);
+* ``device``: CUDA-graph replay; ``full_call``: the suites' event-timed call.
+
+``--profile`` adds ``torch.profiler``'s table of host ops for each case's calls.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+
+import torch
+
+from paper_repro.bench import timing
+from paper_repro.bench.host_path import cases, stubbed_launch, us_per_call
+from paper_repro.kernels import _direct as D
+from paper_repro.kernels import _launch as L
+
+COLUMNS = ["case", "host", "launched", "launch", "outputs", "device", "full_call"]
+
+
+def captured_launch(call):
+    """The arguments of the direct launch a repeat of ``call`` makes (None: it makes none)."""
+    seen, real = [], D.launch_pointers
+
+    def spy(*args):
+        seen.append(args)
+        return real(*args)
+    D.launch_pointers = spy
+    try:
+        call()
+    finally:
+        D.launch_pointers = real
+    return seen[0] if len(seen) == 1 else None
+
+
+def parts(call, calls: int, trials: int) -> dict:
+    """Every part of one case, microseconds a call."""
+    sync = torch.cuda.synchronize
+    result = call()  # records the plan
+    outs = result if isinstance(result, tuple) else (result,)
+    with stubbed_launch("cuda"):
+        host = us_per_call(call, calls, trials)
+    row = {"host": host, "launched": us_per_call(call, calls, trials, sync)}
+    launch = captured_launch(call)
+    row["launch"] = us_per_call(lambda: D.launch_pointers(*launch), calls, trials, sync) \
+        if launch else float("nan")
+    row["outputs"] = us_per_call(lambda: [torch.empty_like(o) for o in outs], calls, trials)
+    row["device"] = 1e3 * timing.device_ms(call).ms
+    row["full_call"] = 1e3 * timing.full_call_ms(call, n_iter=200).ms
+    return row
+
+
+def profile_table(call, reps: int = 200) -> str:
+    """``torch.profiler``'s host ops of ``reps`` repeats of ``call``, by self time."""
+    for _ in range(5):
+        call()
+    torch.cuda.synchronize()
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(reps):
+            call()
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m paper_repro.bench.call_parts",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", default="4096x128", help="NUM_ENVSxSEQ_LEN")
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--only", nargs="*", help="case labels to keep, e.g. 'gae plain NT'")
+    parser.add_argument("--out", help="CSV file (default: stdout)")
+    parser.add_argument("--profile", help="text file for the profiler's tables")
+    args = parser.parse_args(argv)
+    if L.INTERPRETED or not torch.cuda.is_available():
+        parser.error("needs a CUDA GPU and TRITON_INTERPRET unset")
+    num_envs, seq_len = (int(n) for n in args.shape.lower().split("x"))
+    out = open(args.out, "w", newline="") if args.out else sys.stdout
+    writer = csv.DictWriter(out, COLUMNS)
+    writer.writeheader()
+    tables = []
+    for label, call, _ in cases(num_envs, seq_len, "cuda"):
+        if "trunc" in label or (args.only and label not in args.only):
+            continue
+        row = parts(call, args.calls, args.trials)
+        writer.writerow({"case": label, **{k: f"{v:.2f}" for k, v in row.items()}})
+        out.flush()
+        if args.profile:
+            tables.append(f"== {label}\n{profile_table(call)}")
+    if args.profile:
+        with open(args.profile, "w") as f:
+            f.write("\n".join(tables))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
