@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import sys
 
@@ -72,6 +73,22 @@ def profile_table(call, reps: int = 200) -> str:
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
 
 
+def write_rows(writer, out, args, num_envs: int, seq_len: int) -> list:
+    """One row a plain case (``args.only``: those labels), flushed as it comes; the profiler's
+    tables when ``args.profile``."""
+    writer.writeheader()
+    tables = []
+    for label, call, _ in cases(num_envs, seq_len, "cuda"):
+        if "trunc" in label or (args.only and label not in args.only):
+            continue
+        row = parts(call, args.calls, args.trials)
+        writer.writerow({"case": label, **{k: f"{v:.2f}" for k, v in row.items()}})
+        out.flush()
+        if args.profile:
+            tables.append(f"== {label}\n{profile_table(call)}")
+    return tables
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m paper_repro.bench.call_parts",
                                      description=__doc__.splitlines()[0])
@@ -85,18 +102,9 @@ def main(argv=None) -> int:
     if L.INTERPRETED or not torch.cuda.is_available():
         parser.error("needs a CUDA GPU and TRITON_INTERPRET unset")
     num_envs, seq_len = (int(n) for n in args.shape.lower().split("x"))
-    out = open(args.out, "w", newline="") if args.out else sys.stdout
-    writer = csv.DictWriter(out, COLUMNS)
-    writer.writeheader()
-    tables = []
-    for label, call, _ in cases(num_envs, seq_len, "cuda"):
-        if "trunc" in label or (args.only and label not in args.only):
-            continue
-        row = parts(call, args.calls, args.trials)
-        writer.writerow({"case": label, **{k: f"{v:.2f}" for k, v in row.items()}})
-        out.flush()
-        if args.profile:
-            tables.append(f"== {label}\n{profile_table(call)}")
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(open(args.out, "w", newline="")) if args.out else sys.stdout
+        tables = write_rows(csv.DictWriter(out, COLUMNS), out, args, num_envs, seq_len)
     if args.profile:
         with open(args.profile, "w") as f:
             f.write("\n".join(tables))
