@@ -255,7 +255,7 @@ MODES = {
     "narrow": ("tn_narrow.csv", NARROW_SHAPES, narrow_tiles, SWEPT, "TN"),
 }
 # modes whose tiles follow the dtype (the others' are fp32's runs)
-ANY_DTYPE = ("retrace", "retrace_short", "retrace_rows", "abound")
+ANY_DTYPE = ("retrace", "retrace_short", "retrace_rows", "abound", "narrow")
 
 
 def main(argv=None):
@@ -281,8 +281,8 @@ def main(argv=None):
                    help="instead: narrow env blocks walking time-major rows at NARROW_SHAPES, "
                         "to OUT/tn_narrow.csv")
     p.add_argument("--dtype", default="fp32", choices=("fp32", "bf16", "fp16"),
-                   help="inputs' dtype; other than fp32, Retrace's modes and --abound only, "
-                        "whose CSV then ends in _DTYPE")
+                   help="inputs' dtype; other than fp32, Retrace's modes, --abound and "
+                        "--narrow only, whose CSV then ends in _DTYPE")
     p.add_argument("--shapes", nargs="+", metavar="NxT", help="instead of the mode's shapes")
     args = p.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -291,7 +291,7 @@ def main(argv=None):
     if args.dtype != "fp32":
         if mode not in ANY_DTYPE:
             p.error(f"--dtype {args.dtype}: only with --retrace, --retrace-short, "
-                    "--retrace-rows or --abound")
+                    "--retrace-rows, --abound or --narrow")
         name = name.replace(".csv", f"_{args.dtype}.csv")
     if args.shapes:
         shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes]
