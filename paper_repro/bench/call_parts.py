@@ -61,7 +61,9 @@ def parts(call, calls: int, trials: int) -> dict:
 
 
 def profile_table(call, reps: int = 200) -> str:
-    """``torch.profiler``'s host ops of ``reps`` repeats of ``call``, by self time."""
+    """``torch.profiler``'s ops of ``reps`` repeats of ``call``, by self time, then the same
+    calls each followed by a synchronisation, as the full call times them: the kernel's own
+    time a call there, against its time back to back."""
     for _ in range(5):
         call()
     torch.cuda.synchronize()
@@ -70,23 +72,33 @@ def profile_table(call, reps: int = 200) -> str:
         for _ in range(reps):
             call()
         torch.cuda.synchronize()
-    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
+    back_to_back = timing._kernel_events(prof)[0] / reps
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(reps):
+            call()
+            torch.cuda.synchronize()
+    alone = timing._kernel_events(prof)[0] / reps
+    return (f"{prof.key_averages().table(sort_by='self_cpu_time_total', row_limit=12)}\n"
+            f"kernel us a call: back to back {back_to_back:.2f}, each call synchronised "
+            f"{alone:.2f}\n")
 
 
 def write_rows(writer, out, args, num_envs: int, seq_len: int) -> list:
-    """One row a plain case (``args.only``: those labels), flushed as it comes; the profiler's
-    tables when ``args.profile``."""
+    """One row a plain case (``args.only``: those labels), flushed as it comes; then, when
+    ``args.profile``, the profiler's tables (after every timing: a profiled process's later
+    host ops are slower, 2-6x for ``empty_like`` on the H200's host)."""
     writer.writeheader()
-    tables = []
+    timed = []
     for label, call, _ in cases(num_envs, seq_len, "cuda"):
         if "trunc" in label or (args.only and label not in args.only):
             continue
         row = parts(call, args.calls, args.trials)
         writer.writerow({"case": label, **{k: f"{v:.2f}" for k, v in row.items()}})
         out.flush()
-        if args.profile:
-            tables.append(f"== {label}\n{profile_table(call)}")
-    return tables
+        timed.append((label, call))
+    if not args.profile:
+        return []
+    return [f"== {label}\n{profile_table(call)}" for label, call in timed]
 
 
 def main(argv=None) -> int:
