@@ -9,7 +9,8 @@
 * ``outputs``: allocating the call's outputs (``empty_like``);
 * ``device``: CUDA-graph replay; ``full_call``: the suites' event-timed call.
 
-``--profile`` adds ``torch.profiler``'s table of host ops for each case's calls.
+``--profile`` adds ``torch.profiler``'s table of each case's ops and its kernel time with
+each call synchronised against back to back, after every timing.
 """
 from __future__ import annotations
 
@@ -61,22 +62,11 @@ def parts(call, calls: int, trials: int) -> dict:
 
 
 def profile_table(call, reps: int = 200) -> str:
-    """``torch.profiler``'s ops of ``reps`` repeats of ``call``, by self time, then the same
-    calls each followed by a synchronisation, as the full call times them: the kernel's own
-    time a call there, against its time back to back."""
-    for _ in range(5):
-        call()
-    torch.cuda.synchronize()
-    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    with torch.profiler.profile(activities=activities) as prof:
-        for _ in range(reps):
-            call()
-        torch.cuda.synchronize()
-    back_to_back = timing._kernel_events(prof)[0] / reps
-    with torch.profiler.profile(activities=activities) as prof:
-        for _ in range(reps):
-            call()
-            torch.cuda.synchronize()
+    """``torch.profiler``'s ops of ``reps`` calls each followed by a synchronisation, as the
+    full call times them, by self time; then the kernel's own time a call there, against its
+    time back to back."""
+    back_to_back = timing._kernel_events(timing.profiled(call, reps))[0] / reps
+    prof = timing.profiled(call, reps, sync_each=True)
     alone = timing._kernel_events(prof)[0] / reps
     return (f"{prof.key_averages().table(sort_by='self_cpu_time_total', row_limit=12)}\n"
             f"kernel us a call: back to back {back_to_back:.2f}, each call synchronised "
@@ -86,7 +76,7 @@ def profile_table(call, reps: int = 200) -> str:
 def write_rows(writer, out, args, num_envs: int, seq_len: int) -> list:
     """One row a plain case (``args.only``: those labels), flushed as it comes; then, when
     ``args.profile``, the profiler's tables (after every timing: a profiled process's later
-    host ops are slower, 2-6x for ``empty_like`` on the H200's host)."""
+    host ops are slower: ``empty_like`` 3-6x on the H200's host)."""
     writer.writeheader()
     timed = []
     for label, call, _ in cases(num_envs, seq_len, "cuda"):

@@ -138,8 +138,9 @@ def _kernel_events(prof):
     return total, count
 
 
-def profile_kernels(call, reps=20, warmup=5):
-    """Device time per call (sum of kernel times) and kernel launches per call."""
+def profiled(call, reps=20, warmup=5, sync_each=False):
+    """``torch.profiler``'s record of ``reps`` calls after ``warmup`` (``sync_each``: each call
+    followed by a synchronisation, as the full call times them)."""
     for _ in range(warmup):
         call()
     torch.cuda.synchronize()
@@ -147,8 +148,15 @@ def profile_kernels(call, reps=20, warmup=5):
     with torch.profiler.profile(activities=activities) as prof:
         for _ in range(reps):
             call()
+            if sync_each:
+                torch.cuda.synchronize()
         torch.cuda.synchronize()
-    total_us, count = _kernel_events(prof)
+    return prof
+
+
+def profile_kernels(call, reps=20, warmup=5):
+    """Device time per call (sum of kernel times) and kernel launches per call."""
+    total_us, count = _kernel_events(profiled(call, reps, warmup))
     return Timing(total_us / reps / 1000.0, 1, reps, "profiler", [], count / reps)
 
 

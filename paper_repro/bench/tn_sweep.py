@@ -192,8 +192,9 @@ NARROW_SHAPES = ((512, 4096), (1024, 4096), (512, 8192), (256, 8192), (1024, 204
 def narrow_tiles(N: int, T: int, wide: bool = False, check: bool = False,
                  itemsize: int = 4) -> dict:
     """Time-major tiles of 4 or 8 envs (16 or 32 bytes a step) that walk the whole horizon in
-    one pass, 256-2048 steps a tile in 4 or 8 warps, beside the rule's tile: ``N / 4`` or
-    ``N / 8`` programs and no look-back. Each in fp32's interleaved runs."""
+    one pass, 256-2048 steps a tile in 2-8 warps, beside the rule's tile: ``N / 4`` or
+    ``N / 8`` programs and no look-back. fp32 tiles in interleaved runs, others latest step
+    first."""
     from paper_repro.kernels._launch import _interleaved, choose_config
 
     out = {"rule": _tile(choose_config(N, T, True, 132, wide, False, itemsize))}
