@@ -4,7 +4,7 @@ from outside any checkout: ``python -m`` puts the working directory first on ``s
 from a repository root every run would import that root's tree.
 
     python -m paper_repro.bench.shipped_times LABEL [split|words|neighbour[-retrace] [gate]]
-    python -m paper_repro.bench.shipped_times LABEL reduce-order [gate]
+    python -m paper_repro.bench.shipped_times LABEL reduce-order|long-rows [gate]
     python -m paper_repro.bench.shipped_times LABEL words-retrace [gate] [words=on|words=off]
 
 Lines: ``label, algorithm, num_envs, seq_len, layout, device_us`` (fp32, min of 3 CUDA-graph
@@ -13,7 +13,8 @@ timings). ``split``: the shapes whose launches split time (two passes or look-ba
 ``algorithm/num_envs/seq_len/dtype/layout/flags`` as one field. ``neighbour``: the same for
 the estimators that read a neighbouring step (``NEIGHBOUR_CASES``), ``neighbour-retrace`` for
 Retrace, ``words-retrace`` those and three more time-major ones, ``reduce-order`` the
-launches whose first sweep reduces (``PAPER_REPRO_REDUCE_IN_ORDER=1`` the other arm); ``gate``
+launches whose first sweep reduces (``PAPER_REPRO_REDUCE_IN_ORDER=1`` the other arm),
+``long-rows`` the few long rows (``LONG_ROW_CASES``); ``gate``
 adds the float64 gate's verdict and largest error; ``words=on`` / ``words=off`` force where
 Retrace reads its actions as words (one tree, both arms). ``data/h200``'s ``carry_ab.csv``,
 ``agg_ab.csv``, ``words_ab.csv``, ``neighbour_ab.csv`` and ``retrace_words_ab.csv`` came from
@@ -90,6 +91,17 @@ REDUCE_ORDER_CASES += [(a, 1, 4194304, "bf16", "NT", "float")
                        for a in ("discounted_returns", "prefix_sum", "gae")]
 REDUCE_ORDER_CASES += [(a, 512, 4096, "bf16", "TN", "float") for a in ("discounted_returns", "gae")]
 
+# The few long rows of fp32 (every estimator) and a few bf16 ones: the one-row look-back's
+# window (``PAPER_REPRO_LOOKBACK_ROW_WINDOW``) compared across trees or settings.
+LONG_ROW_CASES = [(a, n, t, "fp32", "NT", "float")
+                  for a in ("discounted_returns", "prefix_sum", "eligibility_traces",
+                            "lambda_returns", "gae", "vtrace")
+                  for n, t in ((64, 131072), (16, 524288), (4, 1048576), (1, 4194304))]
+LONG_ROW_CASES += [("retrace", 4, 1048576, "fp32", "NT", "float"),
+                   ("retrace", 64, 131072, "fp32", "NT", "float")]
+LONG_ROW_CASES += [(a, n, t, "bf16", "NT", "bool") for a in ("gae", "vtrace")
+                   for n, t in ((64, 131072), (1, 4194304))]
+
 
 def words(label: str, cases=WORDS_CASES, gate=False, retrace_words=None):
     """One line a case: ``label,algorithm/N/T/dtype/layout/flags,us`` and, with ``gate``,
@@ -129,7 +141,8 @@ def main(argv=None):
     if args[1:] == ["words"]:
         return words(args[0])
     named = {"neighbour": NEIGHBOUR_CASES, "neighbour-retrace": RETRACE_NEIGHBOUR_CASES,
-             "words-retrace": RETRACE_WORDS_CASES, "reduce-order": REDUCE_ORDER_CASES}
+             "words-retrace": RETRACE_WORDS_CASES, "reduce-order": REDUCE_ORDER_CASES,
+             "long-rows": LONG_ROW_CASES}
     if args[1:2] and args[1] in named:
         forced = {"words=on": True, "words=off": False}
         return words(args[0], named[args[1]], gate="gate" in args[2:],

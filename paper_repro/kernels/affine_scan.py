@@ -65,9 +65,11 @@ def combine_right_first(a_l, b_l, a_r, b_r):
 # Predecessors a look-back inspects at once: 32 for one-row blocks; 8 for wider row blocks,
 # whose window of [W, BLOCK_B] words a thread holds in registers (time-major 512 x 4096,
 # 32 x 128 look-back tiles: prefix sum 13.6 -> 10.5 us, GAE 15.3 -> 12.7; data/h200/
-# engine_window.csv). PAPER_REPRO_LOOKBACK_WINDOW sets both for an A/B (a power of two).
+# engine_window.csv). PAPER_REPRO_LOOKBACK_WINDOW sets both for an A/B (a power of two),
+# PAPER_REPRO_LOOKBACK_ROW_WINDOW the one-row window alone.
 _WINDOW_ENV = os.environ.get("PAPER_REPRO_LOOKBACK_WINDOW")
-WINDOW: tl.constexpr = tl.constexpr(int(_WINDOW_ENV or 32))
+WINDOW: tl.constexpr = tl.constexpr(
+    int(os.environ.get("PAPER_REPRO_LOOKBACK_ROW_WINDOW") or _WINDOW_ENV or 32))
 BLOCK_WINDOW: tl.constexpr = tl.constexpr(int(_WINDOW_ENV or 8))
 # Look-back programs in launch-index order (True) or by ticket (False); tests run both.
 IN_LAUNCH_ORDER: tl.constexpr = tl.constexpr(_in_launch_order())
