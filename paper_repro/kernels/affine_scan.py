@@ -62,7 +62,8 @@ def combine_right_first(a_l, b_l, a_r, b_r):
     return combine(a_r, b_r, a_l, b_l)
 
 
-# Predecessors a look-back inspects at once: 32 for one-row blocks; 8 for wider row blocks,
+# Predecessors a look-back inspects at once: 32 for one-row blocks (64 and 128: 1.00-1.30x the
+# time at the long rows, data/h200/row_window.csv); 8 for wider row blocks,
 # whose window of [W, BLOCK_B] words a thread holds in registers (time-major 512 x 4096,
 # 32 x 128 look-back tiles: prefix sum 13.6 -> 10.5 us, GAE 15.3 -> 12.7; data/h200/
 # engine_window.csv). PAPER_REPRO_LOOKBACK_WINDOW sets both for an A/B (a power of two),
