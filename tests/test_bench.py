@@ -424,7 +424,7 @@ def test_tile_probe_candidates_are_launchable():
     assert all(tiles[0] is None for tiles in sixteen.values())
     sixteen = [(None, None, None, tiles[1:]) for tiles in sixteen.values()]
     for probe in (LP.words_items, LP.words16_items, LP.segwords_items, LP.neighbour_items,
-                  LP.registers_items, LP.order_tiles_items):
+                  LP.registers_items, LP.order_tiles_items, LP.registers_rows_items):
         words = {}
         for a, n, t, dt, lay, fl, c in probe():
             words.setdefault((a, n, t, dt, lay, fl), []).append(c)

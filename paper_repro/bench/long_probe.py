@@ -42,12 +42,14 @@ step) and 32 to 1024 steps tall, in interleaved runs: one pass, two passes and l
 
     python -m paper_repro.bench.long_probe PROBE [warm I/K] >> data/h200/registers.csv
 
-with PROBE one of registers, registers-wide, registers-check, registers-more, registers-tiles.
+with PROBE one of registers, registers-wide, registers-check, registers-more, registers-tiles,
+registers-rows.
 
 Tiles under register caps (Triton's ``maxnreg``): ``registers`` the fp32 look-back,
 ``registers-wide`` the other tiles whose registers bound the programs an SM, and
 ``registers-check`` and ``registers-more`` the shipped tiles against themselves uncapped,
-``registers-tiles`` other capped look-back tiles at 64x131072.
+``registers-tiles`` other capped look-back tiles at 64x131072, ``registers-rows`` the
+one-warp look-back capped at the fewest rows.
 
     python -m paper_repro.bench.long_probe cold-tiles [warm I/K] >> data/h200/cold_tiles.csv
 
@@ -408,6 +410,19 @@ def registers_more_items() -> list:
     return _capped(cases)
 
 
+def registers_rows_items() -> list:
+    """``registers-rows``: the one-warp 512-step look-back (79-80 registers: 24 programs an SM,
+    2.6 waves at 1 x 4194304) under caps of 64 and 72 (32 and 28 an SM), and one-warp 256-step
+    tiles, at 1 x 4194304, 4 x 1048576 and 64 x 131072 for the estimators that take it."""
+    from paper_repro.kernels import _launch as L
+
+    tiles = [L.ScanConfig(1, 512, 1, 512, True, 4, max_registers=r) for r in (64, 72)]
+    tiles.append(L.ScanConfig(1, 256, 1, 256, True, 4))
+    return [(a, n, t, "fp32", "NT", "float", c)
+            for a in ("gae", "lambda_returns", "vtrace")
+            for n, t in ((1, 4194304), (4, 1048576), (64, 131072)) for c in [None] + tiles]
+
+
 def _row_tile(bt: int, warps: int, seg: int, single: bool, itemsize: int):
     """A one-row tile of ``bt`` steps over segments of ``seg``, by look-back (``single``) or in
     two passes (``seg`` >= T: the row walked whole), in the batch-major runs of ``itemsize``."""
@@ -680,6 +695,7 @@ def main(argv=None):
               "neighbour": neighbour_items, "narrow": narrow_items, "registers": registers_items,
               "registers-wide": registers_wide_items, "registers-check": registers_check_items,
               "registers-tiles": registers_tiles_items, "registers-more": registers_more_items,
+              "registers-rows": registers_rows_items,
               "split-rows": split_rows_items,
               "split-wide": split_wide_items, "split-more": split_more_items,
               "split-long": split_long_items, "split-check": split_check_items,
