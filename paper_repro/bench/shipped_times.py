@@ -4,7 +4,7 @@ from outside any checkout: ``python -m`` puts the working directory first on ``s
 from a repository root every run would import that root's tree.
 
     python -m paper_repro.bench.shipped_times LABEL [split|words|neighbour[-retrace] [gate]]
-    python -m paper_repro.bench.shipped_times LABEL reduce-order|long-rows [gate]
+    python -m paper_repro.bench.shipped_times LABEL reduce-order|long-rows|look-back-rows [gate]
     python -m paper_repro.bench.shipped_times LABEL words-retrace [gate] [words=on|words=off]
 
 Lines: ``label, algorithm, num_envs, seq_len, layout, device_us`` (fp32, min of 3 CUDA-graph
@@ -102,6 +102,10 @@ LONG_ROW_CASES += [("retrace", 4, 1048576, "fp32", "NT", "float"),
 LONG_ROW_CASES += [(a, n, t, "bf16", "NT", "bool") for a in ("gae", "vtrace")
                    for n, t in ((64, 131072), (1, 4194304))]
 
+# The one-warp look-backs of the few long rows (``PAPER_REPRO_LOOKBACK_BACKOFF``).
+LOOK_BACK_ROW_CASES = [(a, n, t, "fp32", "NT", "float") for a in ("gae", "lambda_returns", "vtrace")
+                       for n, t in ((1, 4194304), (4, 1048576), (64, 131072))]
+
 
 def words(label: str, cases=WORDS_CASES, gate=False, retrace_words=None):
     """One line a case: ``label,algorithm/N/T/dtype/layout/flags,us`` and, with ``gate``,
@@ -142,7 +146,7 @@ def main(argv=None):
         return words(args[0])
     named = {"neighbour": NEIGHBOUR_CASES, "neighbour-retrace": RETRACE_NEIGHBOUR_CASES,
              "words-retrace": RETRACE_WORDS_CASES, "reduce-order": REDUCE_ORDER_CASES,
-             "long-rows": LONG_ROW_CASES}
+             "long-rows": LONG_ROW_CASES, "look-back-rows": LOOK_BACK_ROW_CASES}
     if args[1:2] and args[1] in named:
         forced = {"words=on": True, "words=off": False}
         return words(args[0], named[args[1]], gate="gate" in args[2:],
