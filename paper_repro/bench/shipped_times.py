@@ -102,7 +102,7 @@ LONG_ROW_CASES += [("retrace", 4, 1048576, "fp32", "NT", "float"),
 LONG_ROW_CASES += [(a, n, t, "bf16", "NT", "bool") for a in ("gae", "vtrace")
                    for n, t in ((64, 131072), (1, 4194304))]
 
-# The one-warp look-backs of the few long rows (``PAPER_REPRO_LOOKBACK_BACKOFF``).
+# The one-warp look-backs of the few long rows (fp32 GAE, TD(λ), V-trace).
 LOOK_BACK_ROW_CASES = [(a, n, t, "fp32", "NT", "float") for a in ("gae", "lambda_returns", "vtrace")
                        for n, t in ((1, 4194304), (4, 1048576), (64, 131072))]
 

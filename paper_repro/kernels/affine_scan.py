@@ -81,10 +81,6 @@ REDUCE_AGAINST_ORDER: tl.constexpr = tl.constexpr(
 # Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
 # walks past the first tile across several windows, which in-order execution never does.
 SHORTCUT: tl.constexpr = tl.constexpr(True)
-# Nanoseconds a look-back waits before polling its window again (0: no wait, as shipped);
-# PAPER_REPRO_LOOKBACK_BACKOFF sets it for an A/B (CUDA only: PTX nanosleep).
-BACKOFF: tl.constexpr = tl.constexpr(int(os.environ.get("PAPER_REPRO_LOOKBACK_BACKOFF") or 0))
-_PAUSE_ASM: tl.constexpr = tl.constexpr(f"nanosleep.u32 {BACKOFF.value}; mov.u32 $0, $1;")
 
 
 @triton.jit
@@ -505,13 +501,6 @@ def read_words(ptr, plane, offs, mask):
 
 
 @triton.jit
-def pause(lanes):
-    """Sleep about BACKOFF ns in every thread (``lanes``: any int32 tensor, returned)."""
-    return tl.inline_asm_elementwise(_PAUSE_ASM, "=r,r", [lanes], dtype=tl.int32, is_pure=False,
-                                     pack=1)
-
-
-@triton.jit
 def window_state(a, b, inclusive, look, j, done, W: tl.constexpr):
     """Per row: the nearest window entry with an inclusive prefix (W, the window's size, if
     none; rows done or entries before the first tile count as one), and whether every entry
@@ -570,8 +559,6 @@ def look_back(link_ptr, rows, row_mask, pid_s, B, n_seg, agg_a, agg_b, carry0,
         a, b, inclusive = read_words(words, plane, offs, look & ~done[None, :])
         stop, waiting = window_state(a, b, inclusive, look, j, done, W)
         while waiting:
-            if BACKOFF > 0:
-                j = pause(j)
             a, b, inclusive = read_words(words, plane, offs, look & ~done[None, :])
             stop, waiting = window_state(a, b, inclusive, look, j, done, W)
         before = (j[:, None] < stop[None, :]) & ~done[None, :]
