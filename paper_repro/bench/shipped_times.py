@@ -14,7 +14,8 @@ timings). ``split``: the shapes whose launches split time (two passes or look-ba
 the estimators that read a neighbouring step (``NEIGHBOUR_CASES``), ``neighbour-retrace`` for
 Retrace, ``words-retrace`` those and three more time-major ones, ``reduce-order`` the
 launches whose first sweep reduces (``PAPER_REPRO_REDUCE_IN_ORDER=1`` the other arm),
-``long-rows`` the few long rows (``LONG_ROW_CASES``); ``gate``
+``long-rows`` the few long rows (``LONG_ROW_CASES``), ``look-back-rows`` their one-warp
+look-backs (``LOOK_BACK_ROW_CASES``); ``gate``
 adds the float64 gate's verdict and largest error; ``words=on`` / ``words=off`` force where
 Retrace reads its actions as words (one tree, both arms). ``data/h200``'s ``carry_ab.csv``,
 ``agg_ab.csv``, ``words_ab.csv``, ``neighbour_ab.csv`` and ``retrace_words_ab.csv`` came from
