@@ -152,6 +152,51 @@ def test_cuda_graph_replays_the_look_back(est):
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_look_back_pairs_in_graphs_and_streams(est):
+    """Look-backs keep a scratch pair per stream and per capture (kernels/_links.py): two
+    graphs (one with look-backs of two sizes) replayed in turn between eager calls on two
+    streams, each on new data, all match the reference; eager look-backs never synchronise."""
+    from paper_repro.kernels import _launch as L
+    from paper_repro.kernels import _links
+
+    small, big = make_inputs(3, 4000, device="cuda"), make_inputs(2, 9001, device="cuda")
+
+    def expect(got, d):
+        for g, w in zip(got, outputs(est.call(ref, d))):
+            assert_close(est.name, g, w, 1e-4)
+
+    with L.force_config(L.ScanConfig(1, 64, 1, 64, single_pass=True)):
+        est.call(P, small), est.call(P, big)  # compile outside the captures
+        torch.cuda.synchronize()
+        first, second = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+        with torch.cuda.graph(first):
+            in_first = outputs(est.call(P, big)), outputs(est.call(P, small))
+        assert any(key[4] is not None for key in _links._PAIRS), "no capture pair"
+        with torch.cuda.graph(second):
+            in_second = outputs(est.call(P, small))
+        other = torch.cuda.Stream()
+        for scale in (-0.5, 2.0, 0.7):
+            for d in (small, big):
+                for key in ("r", "v", "n", "nq"):
+                    d[key].mul_(scale).add_(0.25)
+            first.replay()
+            expect(in_first[0], big), expect(in_first[1], small)
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                eager = outputs(est.call(P, small))
+                second.replay()
+                other.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(other):
+                    on_other = outputs(est.call(P, big))
+                torch.cuda.current_stream().wait_stream(other)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+            expect(eager, small), expect(in_second, small), expect(on_other, big)
+            first.replay()
+            expect(in_first[0], big), expect(in_first[1], small)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 def test_no_host_synchronisation(est):
     d = make_inputs(64, 300, device="cuda")
     est.call(P, d)

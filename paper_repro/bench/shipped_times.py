@@ -5,6 +5,7 @@ from a repository root every run would import that root's tree.
 
     python -m paper_repro.bench.shipped_times LABEL [split|words|neighbour[-retrace] [gate]]
     python -m paper_repro.bench.shipped_times LABEL reduce-order|long-rows|look-back-rows [gate]
+    python -m paper_repro.bench.shipped_times LABEL links [gate]
     python -m paper_repro.bench.shipped_times LABEL words-retrace [gate] [words=on|words=off]
 
 Lines: ``label, algorithm, num_envs, seq_len, layout, device_us`` (fp32, min of 3 CUDA-graph
@@ -15,7 +16,8 @@ the estimators that read a neighbouring step (``NEIGHBOUR_CASES``), ``neighbour-
 Retrace, ``words-retrace`` those and three more time-major ones, ``reduce-order`` the
 launches whose first sweep reduces (``PAPER_REPRO_REDUCE_IN_ORDER=1`` the other arm),
 ``long-rows`` the few long rows (``LONG_ROW_CASES``), ``look-back-rows`` their one-warp
-look-backs (``LOOK_BACK_ROW_CASES``); ``gate``
+look-backs (``LOOK_BACK_ROW_CASES``), ``links`` those and more launches that look back
+(``LINK_CASES``); ``gate``
 adds the float64 gate's verdict and largest error; ``words=on`` / ``words=off`` force where
 Retrace reads its actions as words (one tree, both arms). ``data/h200``'s ``carry_ab.csv``,
 ``agg_ab.csv``, ``words_ab.csv``, ``neighbour_ab.csv`` and ``retrace_words_ab.csv`` came from
@@ -107,6 +109,14 @@ LONG_ROW_CASES += [(a, n, t, "bf16", "NT", "bool") for a in ("gae", "vtrace")
 LOOK_BACK_ROW_CASES = [(a, n, t, "fp32", "NT", "float") for a in ("gae", "lambda_returns", "vtrace")
                        for n, t in ((1, 4194304), (4, 1048576), (64, 131072))]
 
+# The look-back's scratch pairs against a fill each call: the long rows (their two-pass
+# launches as controls), the time-major segment look-backs and two passes, fp64.
+LINK_CASES = LONG_ROW_CASES + [(a, 64, 131072, "fp32", "TN", "float")
+                               for a in ("discounted_returns", "gae", "vtrace", "retrace")]
+LINK_CASES += [("gae", 512, 4096, "fp32", "TN", "float"),
+               ("gae", 64, 131072, "fp64", "NT", "float"),
+               ("retrace", 1, 1048576, "fp32", "NT", "float")]
+
 
 def words(label: str, cases=WORDS_CASES, gate=False, retrace_words=None):
     """One line a case: ``label,algorithm/N/T/dtype/layout/flags,us`` and, with ``gate``,
@@ -147,7 +157,8 @@ def main(argv=None):
         return words(args[0])
     named = {"neighbour": NEIGHBOUR_CASES, "neighbour-retrace": RETRACE_NEIGHBOUR_CASES,
              "words-retrace": RETRACE_WORDS_CASES, "reduce-order": REDUCE_ORDER_CASES,
-             "long-rows": LONG_ROW_CASES, "look-back-rows": LOOK_BACK_ROW_CASES}
+             "long-rows": LONG_ROW_CASES, "look-back-rows": LOOK_BACK_ROW_CASES,
+             "links": LINK_CASES}
     if args[1:2] and args[1] in named:
         forced = {"words=on": True, "words=off": False}
         return words(args[0], named[args[1]], gate="gate" in args[2:],

@@ -34,6 +34,7 @@ from paper_repro.coefficients import Coefficients
 from paper_repro.kernels import _direct as D
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _plan as P
+from paper_repro.kernels._links import links
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
 TL_ACC = {torch.float32: tl.float32, torch.float64: tl.float64}
@@ -81,16 +82,33 @@ REDUCE_AGAINST_ORDER: tl.constexpr = tl.constexpr(
 # Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
 # walks past the first tile across several windows, which in-order execution never does.
 SHORTCUT: tl.constexpr = tl.constexpr(True)
+CLEAR_WORDS: tl.constexpr = tl.constexpr(32)  # words a program zeroes a step (clear_spare)
 
 
 @triton.jit
-def program_ids(status_ptr, B, n_seg, PHASE: tl.constexpr, REVERSE: tl.constexpr,
+def clear_spare(spare_ptr, B, n_seg, BLOCK_B: tl.constexpr):
+    """Zero this program's share of the first ``1 + 3 B n_seg`` words of ``spare_ptr``, the
+    scratch the previous look-back on this stream read, so that the next finds it zero
+    (``_links.py``)."""
+    n_words = 1 + 3 * B * n_seg
+    share = tl.cdiv(n_words, tl.cdiv(B, BLOCK_B) * n_seg)
+    start = tl.program_id(0) * share
+    for i in range(0, share, CLEAR_WORDS):
+        offs = start + i + tl.arange(0, CLEAR_WORDS)
+        tl.store(spare_ptr + offs, tl.zeros([CLEAR_WORDS], spare_ptr.dtype.element_ty),
+                 mask=(offs < start + share) & (offs < n_words))
+
+
+@triton.jit
+def program_ids(status_ptr, spare_ptr, B, n_seg, PHASE: tl.constexpr, REVERSE: tl.constexpr,
                 BLOCK_B: tl.constexpr, LAUNCH_ORDER: tl.constexpr):
     """(row block, time segment) of this program. PHASE 3 and 4 number programs in scan order,
     so that every program a running one waits on has already started: by launch index where
     the dispatch follows it (``IN_LAUNCH_ORDER``) and the kernel asks for it
-    (``LAUNCH_ORDER``), else by a ticket."""
+    (``LAUNCH_ORDER``), else by a ticket (the first word of ``status_ptr``); they also zero
+    their share of ``spare_ptr`` (``clear_spare``)."""
     if PHASE >= 3:
+        clear_spare(spare_ptr, B, n_seg, BLOCK_B)
         # Nested static branches (an ``and`` of constexprs is not static in every Triton).
         if LAUNCH_ORDER:
             if IN_LAUNCH_ORDER:
@@ -665,7 +683,7 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
                        PREFETCH: tl.constexpr, FLIP: tl.constexpr, ALIGN: tl.constexpr):
     B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
         B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN)
-    pid_b, pid_s = program_ids(status_ptr, B, n_seg, PHASE, REVERSE, BLOCK_B, True)
+    pid_b, pid_s = program_ids(agg_ptr, status_ptr, B, n_seg, PHASE, REVERSE, BLOCK_B, True)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
     t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
     carry0 = tl.zeros([BLOCK_B], ACC)
@@ -750,12 +768,12 @@ class Launch:
             return
         if self.single_pass:
             # A ticket counter, then aggregates a and b and inclusive prefixes as published
-            # words (look_back), zero until published.
-            scratch = torch.zeros(1 + 3 * self.B * grid[1], dtype=WORDS[self.acc],
-                                  device=self.device)
-            D.run(kernel, (grid[0] * grid[1],), w, (*pointers, scratch, scratch, *self.middle,
-                                                    self.single_pass, *self.tile), n,
-                  self.maxnreg)
+            # words (look_back), zero until published; the programs zero the spare.
+            with links(self.device, WORDS[self.acc], 1 + 3 * self.B * grid[1]) as (words,
+                                                                                  spare):
+                D.run(kernel, (grid[0] * grid[1],), w, (*pointers, words, spare, *self.middle,
+                                                        self.single_pass, *self.tile), n,
+                      self.maxnreg)
             return
         agg = torch.empty((2, self.B * grid[1]), dtype=self.acc, device=self.device)
         D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 1, *self.tile), n, self.maxnreg)
