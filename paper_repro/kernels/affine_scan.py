@@ -82,33 +82,28 @@ REDUCE_AGAINST_ORDER: tl.constexpr = tl.constexpr(
 # Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
 # walks past the first tile across several windows, which in-order execution never does.
 SHORTCUT: tl.constexpr = tl.constexpr(True)
-CLEAR_WORDS: tl.constexpr = tl.constexpr(32)  # words a program zeroes a step (clear_spare)
+CLEAR_EVICTION: tl.constexpr = tl.constexpr(os.environ.get("PAPER_REPRO_LINK_EVICTION", ""))
 
 
 @triton.jit
 def clear_spare(spare_ptr, B, n_seg, BLOCK_B: tl.constexpr):
     """Zero this program's share of the first ``1 + 3 B n_seg`` words of ``spare_ptr``, the
     scratch the previous look-back on this stream read, so that the next finds it zero
-    (``_links.py``)."""
-    n_words = 1 + 3 * B * n_seg
-    share = tl.cdiv(n_words, tl.cdiv(B, BLOCK_B) * n_seg)
-    start = tl.program_id(0) * share
-    for i in range(0, share, CLEAR_WORDS):
-        offs = start + i + tl.arange(0, CLEAR_WORDS)
-        tl.store(spare_ptr + offs, tl.zeros([CLEAR_WORDS], spare_ptr.dtype.element_ty),
-                 mask=(offs < start + share) & (offs < n_words))
+    (``_links.py``): ``4 BLOCK_B`` words a program cover them with no division."""
+    span: tl.constexpr = 4 * BLOCK_B
+    offs = tl.program_id(0) * span + tl.arange(0, span)
+    tl.store(spare_ptr + offs, tl.zeros([span], spare_ptr.dtype.element_ty),
+             mask=offs < 1 + 3 * B * n_seg, eviction_policy=CLEAR_EVICTION)
 
 
 @triton.jit
-def program_ids(status_ptr, spare_ptr, B, n_seg, PHASE: tl.constexpr, REVERSE: tl.constexpr,
+def program_ids(status_ptr, B, n_seg, PHASE: tl.constexpr, REVERSE: tl.constexpr,
                 BLOCK_B: tl.constexpr, LAUNCH_ORDER: tl.constexpr):
     """(row block, time segment) of this program. PHASE 3 and 4 number programs in scan order,
     so that every program a running one waits on has already started: by launch index where
     the dispatch follows it (``IN_LAUNCH_ORDER``) and the kernel asks for it
-    (``LAUNCH_ORDER``), else by a ticket (the first word of ``status_ptr``); they also zero
-    their share of ``spare_ptr`` (``clear_spare``)."""
+    (``LAUNCH_ORDER``), else by a ticket (the first word of ``status_ptr``)."""
     if PHASE >= 3:
-        clear_spare(spare_ptr, B, n_seg, BLOCK_B)
         # Nested static branches (an ``and`` of constexprs is not static in every Triton).
         if LAUNCH_ORDER:
             if IN_LAUNCH_ORDER:
@@ -323,8 +318,8 @@ def scan_in_order(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_
         edge = BLOCK_T - 1
     b_edge = column(b, edge, BLOCK_T)
     if PHASE == 3:
-        carry = look_back(link_ptr, rows, row_mask, pid_s, B, n_seg, column(a, edge, BLOCK_T),
-                          b_edge, carry, REVERSE)
+        carry = look_back(link_ptr, status_ptr, rows, row_mask, pid_s, B, n_seg,
+                          column(a, edge, BLOCK_T), b_edge, carry, REVERSE)
     # The outgoing carry is a column of ``out``, one reduction on the loop's serial path. From
     # the tile's aggregate instead, it takes two reductions off that path: slower on the H200
     # (time-major 4096x128 eligibility traces 4.1 -> 5.0 us, 512x4096 prefix sum 6.1 -> 6.4).
@@ -424,7 +419,7 @@ def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
     last = (tl.arange(0, G) == G - 1)[None, :]
     agg_b = tl.sum(tl.where(last, ib, 0.0), axis=1)
     if PHASE == 3:
-        carry = look_back(link_ptr, rows, row_mask, pid_s, B, n_seg,
+        carry = look_back(link_ptr, status_ptr, rows, row_mask, pid_s, B, n_seg,
                           tl.sum(tl.where(last, ia, 0.0), axis=1), agg_b, carry, REVERSE)
     # Each step solved as xa + xb * carry, so that the carry is applied on the [BLOCK_B,
     # BLOCK_T] tile as scan_in_order does (its layout stays put, no shared-memory trips).
@@ -537,19 +532,21 @@ def segment_sweep(SWEEP: tl.constexpr, agg_ptr, status_ptr, rows, row_mask, pid_
     the first reduces it (every other phase's only sweep: both unchanged); the second starts
     from the carry looked back from its predecessors, with a fresh edge product."""
     if SWEEP == 1:
-        carry = look_back(agg_ptr, rows, row_mask, pid_s, B, n_seg, carry, agg_b, carry0, REV)
+        carry = look_back(agg_ptr, status_ptr, rows, row_mask, pid_s, B, n_seg, carry, agg_b,
+                          carry0, REV)
         agg_b = tl.zeros_like(agg_b) + 1.0
     return carry, agg_b
 
 
 @triton.jit
-def look_back(link_ptr, rows, row_mask, pid_s, B, n_seg, agg_a, agg_b, carry0,
+def look_back(link_ptr, spare_ptr, rows, row_mask, pid_s, B, n_seg, agg_a, agg_b, carry0,
               REVERSE: tl.constexpr):
     """PHASE 3: publish this tile's aggregate, compose the predecessors' aggregates back to the
     nearest published inclusive prefix (``carry0`` before the first tile), publish this tile's
     inclusive prefix and return its incoming carry. ``link_ptr`` is the zeroed scratch: the
     ticket counter, then three planes of words (``link_offsets``; aggregate a, aggregate b,
-    inclusive prefix), each a value published by ``publish`` or zero."""
+    inclusive prefix), each a value published by ``publish`` or zero; ``spare_ptr`` is the
+    scratch the previous look-back read (``clear_spare``)."""
     plane = B * n_seg
     words = link_ptr + 1
     mine = link_offsets(rows, pid_s, B, n_seg, rows.shape[0])
@@ -590,6 +587,7 @@ def look_back(link_ptr, rows, row_mask, pid_s, B, n_seg, agg_a, agg_b, carry0,
     carry = acc_a + acc_b * carry0
     if SHORTCUT:
         publish(words + 2 * plane + mine, agg_a + agg_b * carry, row_mask)
+    clear_spare(spare_ptr, B, n_seg, rows.shape[0])  # after the publish: off successors' path
     return carry
 
 
@@ -683,7 +681,7 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
                        PREFETCH: tl.constexpr, FLIP: tl.constexpr, ALIGN: tl.constexpr):
     B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
         B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN)
-    pid_b, pid_s = program_ids(agg_ptr, status_ptr, B, n_seg, PHASE, REVERSE, BLOCK_B, True)
+    pid_b, pid_s = program_ids(agg_ptr, B, n_seg, PHASE, REVERSE, BLOCK_B, True)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
     t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
     carry0 = tl.zeros([BLOCK_B], ACC)

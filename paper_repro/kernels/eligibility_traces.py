@@ -63,7 +63,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
     B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
         B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN)
     k = tl.cast(decay, ACC) + tl.cast(decay_lo, ACC)
-    pid_b, pid_s = program_ids(agg_ptr, status_ptr, B, n_seg, PHASE, False, BLOCK_B, True)
+    pid_b, pid_s = program_ids(agg_ptr, B, n_seg, PHASE, False, BLOCK_B, True)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
     t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
     carry0 = tl.zeros([BLOCK_B], ACC)

@@ -71,7 +71,7 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
         B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN)
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     lam_ = tl.cast(lam, ACC) + tl.cast(lam_lo, ACC)
-    pid_b, pid_s = program_ids(agg_ptr, status_ptr, B, n_seg, PHASE, True, BLOCK_B, True)
+    pid_b, pid_s = program_ids(agg_ptr, B, n_seg, PHASE, True, BLOCK_B, True)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
     t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
     carry0 = tl.zeros([BLOCK_B], ACC)

@@ -176,7 +176,7 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
     rho_max = tl.cast(rho_bar, ACC) + tl.cast(rho_bar_lo, ACC)
     # Look-back programs by ticket: in launch order bf16 64 x 131072 took 1.15x the time, fp32
     # 0.99-1.04x (data/h200/launch_order.csv).
-    pid_b, pid_s = program_ids(agg_ptr, status_ptr, B, n_seg, PHASE, True, BLOCK_B, False)
+    pid_b, pid_s = program_ids(agg_ptr, B, n_seg, PHASE, True, BLOCK_B, False)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
     t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
     carry0 = tl.zeros([BLOCK_B], ACC)

@@ -66,7 +66,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     rho_max = tl.cast(rho_bar, ACC) + tl.cast(rho_bar_lo, ACC)
     c_max = tl.cast(c_bar, ACC) + tl.cast(c_bar_lo, ACC)
-    pid_b, pid_s = program_ids(agg_ptr, status_ptr, B, n_seg, PHASE, True, BLOCK_B, True)
+    pid_b, pid_s = program_ids(agg_ptr, B, n_seg, PHASE, True, BLOCK_B, True)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
     t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
     carry0 = tl.zeros([BLOCK_B], ACC)
