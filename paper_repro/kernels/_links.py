@@ -5,8 +5,9 @@ planes of published words, zero until published) that must be zero when it start
 ``torch.zeros`` costs a fill kernel before each scan, 1.7-2.1 us on the H200
 (data/h200/ncu_look_back_rows.csv against the graph-timed call). Instead each stream keeps a
 pair: a call reads one while its programs zero the words the previous call on that stream
-left in the other (``clear_spare`` in affine_scan.py), so the next call finds it ready.
-Calls on one stream run in order, so the words being zeroed are never being read.
+left in the other (``clear_spare`` in affine_scan.py), so the next call finds it ready
+(data/h200/links_ab.csv: 0.90-0.97x the time at most look-back shapes). Calls on one stream
+run in order, so the words being zeroed are never being read.
 
 The host tracks, per buffer, an interval that holds every word that may be nonzero; a call
 whose words reach into it zeroes that interval first (shape changes only). Under CUDA-graph
@@ -40,12 +41,13 @@ class _Pair:
 
     def ready(self, which: int, n_words: int, dtype, device, zero=True) -> torch.Tensor:
         """Buffer ``which``, at least ``n_words`` long and (``zero``) zero on its first
-        ``n_words``."""
+        ``n_words``; a new spare (``zero=False``) is left unfilled, since the call zeroes it."""
         buf = self.buffers[which]
         if buf is None or buf.numel() < n_words:
             size = n_words if buf is None else max(n_words, 2 * buf.numel())
-            buf = self.buffers[which] = torch.zeros(size, dtype=dtype, device=device)
-            self.dirty[which] = (0, 0)
+            make = torch.zeros if zero else torch.empty
+            buf = self.buffers[which] = make(size, dtype=dtype, device=device)
+            self.dirty[which] = (0, 0) if zero else (0, size)
         lo, hi = self.dirty[which]
         if zero and lo < min(hi, n_words):
             buf[lo:hi].zero_()
