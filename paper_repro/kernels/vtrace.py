@@ -21,6 +21,7 @@ from paper_repro.kernels.affine_scan import (
     next_in_time,
     next_tile,
     program_ids,
+    read,
     row_block,
     segment_chunks,
     segment_sweep,
@@ -43,12 +44,13 @@ LONG_ROWS = L.LongRows(two_pass_rows=0, cap16=128, time_major_row_warps=4)
 
 @triton.jit
 def vtrace_inputs(lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask,
-                  T, stride_t, HAS_TRUNC: tl.constexpr, FLIP: tl.constexpr):
+                  T, stride_t, HAS_TRUNC: tl.constexpr, FLIP: tl.constexpr, PHASE: tl.constexpr,
+                  SWEEP: tl.constexpr):
     """One tile's log-probabilities, r_t, V_t, V_{t+1} and flags, unconverted."""
-    lpt = tl.load(lpt_ptr + offs, mask=mask, other=0.0)
-    lpb = tl.load(lpb_ptr + offs, mask=mask, other=0.0)
+    lpt = read(lpt_ptr + offs, mask, 0.0, PHASE, SWEEP)
+    lpb = read(lpb_ptr + offs, mask, 0.0, PHASE, SWEEP)
     r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
-                                            row_mask, T, stride_t, HAS_TRUNC, FLIP)
+                                            row_mask, T, stride_t, HAS_TRUNC, FLIP, PHASE, SWEEP)
     return lpt, lpb, r, v, v_next, term, trunc
 
 
@@ -83,7 +85,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                                      BLOCK_T, True, FLIP, against)
         lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
             lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask, T,
-            stride_t, HAS_TRUNC, FLIP)
+            stride_t, HAS_TRUNC, FLIP, PHASE, sweep)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP, against)
@@ -92,7 +94,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             if PREFETCH:
                 lpt_n, lpb_n, r_n, v_n, v_next_n, term_n, trunc_n = vtrace_inputs(
                     lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n,
-                    row_mask, T, stride_t, HAS_TRUNC, FLIP)
+                    row_mask, T, stride_t, HAS_TRUNC, FLIP, PHASE, sweep)
             is_last = (t == T - 1)[None, :]
             ratio = tl.exp(lpt.to(ACC) - lpb.to(ACC))
             rho = tl.minimum(ratio, rho_max)
@@ -120,7 +122,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             else:
                 lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
                     lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n,
-                    row_mask, T, stride_t, HAS_TRUNC, FLIP)
+                    row_mask, T, stride_t, HAS_TRUNC, FLIP, PHASE, sweep)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
