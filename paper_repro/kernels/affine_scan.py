@@ -82,13 +82,6 @@ REDUCE_AGAINST_ORDER: tl.constexpr = tl.constexpr(
 # Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
 # walks past the first tile across several windows, which in-order execution never does.
 SHORTCUT: tl.constexpr = tl.constexpr(True)
-# Launches that read their inputs twice (two passes; the segment look-back's two sweeps): the
-# L2 policy of the reducing read (KEEP) and of the scanning one (DROP), for an A/B:
-# PAPER_REPRO_REREAD_EVICTION = "" (none), "last" (KEEP only) or "last_first".
-_REREAD = os.environ.get("PAPER_REPRO_REREAD_EVICTION", "")
-REREAD_KEEP: tl.constexpr = tl.constexpr("evict_last" if _REREAD in ("last", "last_first")
-                                         else "")
-REREAD_DROP: tl.constexpr = tl.constexpr("evict_first" if _REREAD == "last_first" else "")
 
 
 @triton.jit
@@ -225,19 +218,6 @@ def store_tile(ptr, value, rows, t, mask, stride_b, stride_t):
 
 
 @triton.jit
-def read(ptr, mask, other, PHASE: tl.constexpr = 0, SWEEP: tl.constexpr = 0):
-    """``tl.load`` of an input tile in sweep ``SWEEP`` of a PHASE launch, under the L2 policy of
-    a first read that a second will repeat (``REREAD_KEEP``) or of that second (``REREAD_DROP``)."""
-    if (PHASE == 1) | ((PHASE == 4) & (SWEEP == 0)):
-        x = tl.load(ptr, mask=mask, other=other, eviction_policy=REREAD_KEEP)
-    elif (PHASE == 2) | (PHASE == 4):
-        x = tl.load(ptr, mask=mask, other=other, eviction_policy=REREAD_DROP)
-    else:
-        x = tl.load(ptr, mask=mask, other=other)
-    return x
-
-
-@triton.jit
 def load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.constexpr, ACC: tl.constexpr):
     """(terminated, truncated) tiles as ACC floats; no truncations reads nothing."""
     term = tl.load(term_ptr + offs, mask=mask, other=0).to(ACC)
@@ -249,12 +229,11 @@ def load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.constexpr, ACC: tl
 
 
 @triton.jit
-def raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.constexpr,
-              PHASE: tl.constexpr = 0, SWEEP: tl.constexpr = 0):
+def raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.constexpr):
     """(terminated, truncated) tiles as stored (no conversion, so no wait on the load)."""
-    term = read(term_ptr + offs, mask, 0, PHASE, SWEEP)
+    term = tl.load(term_ptr + offs, mask=mask, other=0)
     if HAS_TRUNC:
-        trunc = read(trunc_ptr + offs, mask, 0, PHASE, SWEEP)
+        trunc = tl.load(trunc_ptr + offs, mask=mask, other=0)
     else:
         trunc = tl.zeros_like(term)
     return term, trunc
@@ -360,20 +339,20 @@ def run_step(x, k: tl.constexpr, R: tl.constexpr):
 
 @triton.jit
 def neighbour_load(x, ptr, offs, mask, t, row_mask, T, stride_t, R: tl.constexpr,
-                   LATER: tl.constexpr, PHASE: tl.constexpr = 0, SWEEP: tl.constexpr = 0):
+                   LATER: tl.constexpr):
     """``ptr``'s tile one step later (``LATER``) or earlier in time than ``x``, 0 outside [0,
     T): ``x`` is ``ptr``'s tile at ``offs`` (times ``t``, loaded under ``mask`` with other=0),
     whose columns are runs of R ascending steps, R of them 16 bytes. A load one element off
     16-byte alignment cannot be vectorised (64x131072 prefix sums: 38.3 us with the flag at
     t-1, 34.4 with the flag at t); the tile one run away can (``neighbour``)."""
     if LATER:
-        far = read(ptr + offs + R * stride_t, mask & (t + R < T)[None, :], 0, PHASE, SWEEP)
+        far = tl.load(ptr + offs + R * stride_t, mask=mask & (t + R < T)[None, :], other=0)
     else:
         # a run's first step may be in [0, T) while its last is not: row mask and bounds
         # instead of ``mask`` wherever t >= T
         near = (mask | (t >= T)[None, :]) & row_mask[:, None]
-        far = read(ptr + offs - R * stride_t, near & ((t >= R) & (t - R < T))[None, :], 0,
-                   PHASE, SWEEP)
+        far = tl.load(ptr + offs - R * stride_t, mask=near & ((t >= R) & (t - R < T))[None, :],
+                      other=0)
     return neighbour(x, far, R, LATER)
 
 
@@ -718,16 +697,16 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
                                      B, n_seg, carry, agg_b, carry0, REVERSE)
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, REVERSE, FLIP, against)
-        alpha = read(alpha_ptr + offs, mask, 0.0, PHASE, sweep)
-        beta = read(beta_ptr + offs, mask, 1.0, PHASE, sweep)
+        alpha = tl.load(alpha_ptr + offs, mask=mask, other=0.0)
+        beta = tl.load(beta_ptr + offs, mask=mask, other=1.0)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, REVERSE, FLIP, against)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
                                             stride_b, stride_t, BLOCK_T, REVERSE, FLIP, against)
             if PREFETCH:
-                alpha_n = read(alpha_ptr + offs_n, mask_n, 0.0, PHASE, sweep)
-                beta_n = read(beta_ptr + offs_n, mask_n, 1.0, PHASE, sweep)
+                alpha_n = tl.load(alpha_ptr + offs_n, mask=mask_n, other=0.0)
+                beta_n = tl.load(beta_ptr + offs_n, mask=mask_n, other=1.0)
             out, carry, agg_b, _ = sweep_tile(
                 alpha.to(ACC), beta.to(ACC), carry, agg_b, agg_ptr, status_ptr, rows, row_mask,
                 pid_b, pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP, against)
@@ -736,8 +715,8 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
             if PREFETCH:
                 alpha, beta = alpha_n, beta_n
             else:
-                alpha = read(alpha_ptr + offs_n, mask_n, 0.0, PHASE, sweep)
-                beta = read(beta_ptr + offs_n, mask_n, 1.0, PHASE, sweep)
+                alpha = tl.load(alpha_ptr + offs_n, mask=mask_n, other=0.0)
+                beta = tl.load(beta_ptr + offs_n, mask=mask_n, other=1.0)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 

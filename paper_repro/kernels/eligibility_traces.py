@@ -22,7 +22,6 @@ from paper_repro.kernels.affine_scan import (
     neighbour_load,
     next_tile,
     program_ids,
-    read,
     row_block,
     segment_chunks,
     segment_sweep,
@@ -37,20 +36,19 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 
 @triton.jit
 def decayed_inputs(x_ptr, done_ptr, offs, mask, t, row_mask, T, stride_t,
-                   PREVIOUS_DONE: tl.constexpr, FLIP: tl.constexpr, PHASE: tl.constexpr,
-                   SWEEP: tl.constexpr):
+                   PREVIOUS_DONE: tl.constexpr, FLIP: tl.constexpr):
     """One tile's x_t and the flag that resets the sum entering t, unconverted."""
-    x = read(x_ptr + offs, mask, 0.0, PHASE, SWEEP)
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
     if PREVIOUS_DONE:
         # "ends at": the flag at t-1 resets the sum entering step t; batch-major tiles (FLIP >
         # 1, in time order here) take it from the aligned flags' registers.
         if FLIP > 1:
-            d = neighbour_load(read(done_ptr + offs, mask, 0, PHASE, SWEEP), done_ptr, offs,
-                               mask, t, row_mask, T, stride_t, FLIP, False, PHASE, SWEEP)
+            d = neighbour_load(tl.load(done_ptr + offs, mask=mask, other=0), done_ptr, offs,
+                               mask, t, row_mask, T, stride_t, FLIP, False)
         else:
-            d = read(done_ptr + offs - stride_t, mask & (t >= 1)[None, :], 0, PHASE, SWEEP)
+            d = tl.load(done_ptr + offs - stride_t, mask=mask & (t >= 1)[None, :], other=0)
     else:
-        d = read(done_ptr + offs, mask, 0, PHASE, SWEEP)
+        d = tl.load(done_ptr + offs, mask=mask, other=0)
     return x, d
 
 
@@ -80,7 +78,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, False, FLIP, against)
         x, d = decayed_inputs(x_ptr, done_ptr, offs, mask, t, row_mask, T,
-                              stride_t, PREVIOUS_DONE, FLIP, PHASE, sweep)
+                              stride_t, PREVIOUS_DONE, FLIP)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, False, FLIP, against)
@@ -88,7 +86,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
                                             stride_b, stride_t, BLOCK_T, False, FLIP, against)
             if PREFETCH:
                 x_n, d_n = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, row_mask,
-                                          T, stride_t, PREVIOUS_DONE, FLIP, PHASE, sweep)
+                                          T, stride_t, PREVIOUS_DONE, FLIP)
             alpha = x.to(ACC)
             beta = tl.where(mask, k * (1.0 - d.to(ACC)), 1.0)
             out, carry, agg_b, _ = sweep_tile(
@@ -100,7 +98,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
                 x, d = x_n, d_n
             else:
                 x, d = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, row_mask, T,
-                                      stride_t, PREVIOUS_DONE, FLIP, PHASE, sweep)
+                                      stride_t, PREVIOUS_DONE, FLIP)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 

@@ -21,7 +21,6 @@ from paper_repro.kernels.affine_scan import (
     next_tile,
     program_ids,
     raw_flags,
-    read,
     row_block,
     segment_chunks,
     segment_sweep,
@@ -65,17 +64,15 @@ def next_state_value(v_next, boot_ptr, last, offs, mask, t, T, trunc,
 
 @triton.jit
 def step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask, T, stride_t,
-                HAS_TRUNC: tl.constexpr, FLIP: tl.constexpr, PHASE: tl.constexpr = 0,
-                SWEEP: tl.constexpr = 0):
+                HAS_TRUNC: tl.constexpr, FLIP: tl.constexpr):
     """One tile's r_t, V_t, V_{t+1} and flags as stored (unconverted: no wait on the loads)."""
-    r = read(r_ptr + offs, mask, 0.0, PHASE, SWEEP)
-    v = read(v_ptr + offs, mask, 0.0, PHASE, SWEEP)
+    r = tl.load(r_ptr + offs, mask=mask, other=0.0)
+    v = tl.load(v_ptr + offs, mask=mask, other=0.0)
     if FLIP > 1:  # runs of ascending steps: V_{t+1} from V_t's registers
-        v_next = neighbour_load(v, v_ptr, offs, mask, t, row_mask, T, stride_t, FLIP, True,
-                                PHASE, SWEEP)
+        v_next = neighbour_load(v, v_ptr, offs, mask, t, row_mask, T, stride_t, FLIP, True)
     else:
-        v_next = read(v_ptr + offs + stride_t, mask & (t + 1 < T)[None, :], 0.0, PHASE, SWEEP)
-    term, trunc = raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, PHASE, SWEEP)
+        v_next = tl.load(v_ptr + offs + stride_t, mask=mask & (t + 1 < T)[None, :], other=0.0)
+    term, trunc = raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC)
     return r, v, v_next, term, trunc
 
 
@@ -107,8 +104,7 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True, FLIP, against)
         r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
-                                                row_mask, T, stride_t, HAS_TRUNC, FLIP, PHASE,
-                                                sweep)
+                                                row_mask, T, stride_t, HAS_TRUNC, FLIP)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP, against)
@@ -117,7 +113,7 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
             if PREFETCH:
                 r_n, v_n, v_next_n, term_n, trunc_n = step_inputs(
                     r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, row_mask, T,
-                    stride_t, HAS_TRUNC, FLIP, PHASE, sweep)
+                    stride_t, HAS_TRUNC, FLIP)
             done, cut = term.to(ACC), trunc.to(ACC)
             nu = next_state_value(v_next, boot_ptr, last, offs, mask, t, T, cut,
                                   HAS_BOOT, HAS_LAST, ACC)
@@ -133,7 +129,7 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
             else:
                 r, v, v_next, term, trunc = step_inputs(
                     r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, row_mask, T,
-                    stride_t, HAS_TRUNC, FLIP, PHASE, sweep)
+                    stride_t, HAS_TRUNC, FLIP)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 

@@ -21,7 +21,6 @@ from paper_repro.kernels.affine_scan import (
     next_tile,
     program_ids,
     raw_flags,
-    read,
     row_block,
     segment_chunks,
     segment_sweep,
@@ -50,13 +49,13 @@ LONG_ROWS_NO_VALUES = L.LongRows(two_pass_rows=4, cap16=128, warps32=1, two_pass
 
 @triton.jit
 def returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs, mask, HAS_NEXT: tl.constexpr,
-                   HAS_TRUNC: tl.constexpr, PHASE: tl.constexpr, SWEEP: tl.constexpr):
+                   HAS_TRUNC: tl.constexpr):
     """One tile's rewards, next values (or rewards again: unused) and flags, unconverted."""
-    r = read(r_ptr + offs, mask, 0.0, PHASE, SWEEP)
+    r = tl.load(r_ptr + offs, mask=mask, other=0.0)
     n = r
     if HAS_NEXT:
-        n = read(next_ptr + offs, mask, 0.0, PHASE, SWEEP)
-    term, trunc = raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, PHASE, SWEEP)
+        n = tl.load(next_ptr + offs, mask=mask, other=0.0)
+    term, trunc = raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC)
     return r, n, term, trunc
 
 
@@ -88,7 +87,7 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True, FLIP, against)
         r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs, mask,
-                                           HAS_NEXT, HAS_TRUNC, PHASE, sweep)
+                                           HAS_NEXT, HAS_TRUNC)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP, against)
@@ -96,8 +95,7 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
                                             stride_b, stride_t, BLOCK_T, True, FLIP, against)
             if PREFETCH:
                 r_n, n_n, term_n, trunc_n = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr,
-                                                           offs_n, mask_n, HAS_NEXT, HAS_TRUNC,
-                                                           PHASE, sweep)
+                                                           offs_n, mask_n, HAS_NEXT, HAS_TRUNC)
             done, cut = term.to(ACC), trunc.to(ACC)
             keep = 1.0 - tl.minimum(done + cut, 1.0)
             alpha = r.to(ACC)
@@ -117,7 +115,7 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
                 r, n, term, trunc = r_n, n_n, term_n, trunc_n
             else:
                 r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs_n,
-                                                   mask_n, HAS_NEXT, HAS_TRUNC, PHASE, sweep)
+                                                   mask_n, HAS_NEXT, HAS_TRUNC)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 

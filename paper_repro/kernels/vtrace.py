@@ -21,7 +21,6 @@ from paper_repro.kernels.affine_scan import (
     next_in_time,
     next_tile,
     program_ids,
-    read,
     row_block,
     segment_chunks,
     segment_sweep,
@@ -44,13 +43,12 @@ LONG_ROWS = L.LongRows(two_pass_rows=0, cap16=128, time_major_row_warps=4)
 
 @triton.jit
 def vtrace_inputs(lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask,
-                  T, stride_t, HAS_TRUNC: tl.constexpr, FLIP: tl.constexpr, PHASE: tl.constexpr,
-                  SWEEP: tl.constexpr):
+                  T, stride_t, HAS_TRUNC: tl.constexpr, FLIP: tl.constexpr):
     """One tile's log-probabilities, r_t, V_t, V_{t+1} and flags, unconverted."""
-    lpt = read(lpt_ptr + offs, mask, 0.0, PHASE, SWEEP)
-    lpb = read(lpb_ptr + offs, mask, 0.0, PHASE, SWEEP)
+    lpt = tl.load(lpt_ptr + offs, mask=mask, other=0.0)
+    lpb = tl.load(lpb_ptr + offs, mask=mask, other=0.0)
     r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
-                                            row_mask, T, stride_t, HAS_TRUNC, FLIP, PHASE, SWEEP)
+                                            row_mask, T, stride_t, HAS_TRUNC, FLIP)
     return lpt, lpb, r, v, v_next, term, trunc
 
 
@@ -85,7 +83,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                                      BLOCK_T, True, FLIP, against)
         lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
             lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask, T,
-            stride_t, HAS_TRUNC, FLIP, PHASE, sweep)
+            stride_t, HAS_TRUNC, FLIP)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP, against)
@@ -94,7 +92,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             if PREFETCH:
                 lpt_n, lpb_n, r_n, v_n, v_next_n, term_n, trunc_n = vtrace_inputs(
                     lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n,
-                    row_mask, T, stride_t, HAS_TRUNC, FLIP, PHASE, sweep)
+                    row_mask, T, stride_t, HAS_TRUNC, FLIP)
             is_last = (t == T - 1)[None, :]
             ratio = tl.exp(lpt.to(ACC) - lpb.to(ACC))
             rho = tl.minimum(ratio, rho_max)
@@ -122,7 +120,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             else:
                 lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
                     lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n,
-                    row_mask, T, stride_t, HAS_TRUNC, FLIP, PHASE, sweep)
+                    row_mask, T, stride_t, HAS_TRUNC, FLIP)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
