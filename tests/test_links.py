@@ -59,6 +59,19 @@ def test_fill_setting(fresh_pairs, monkeypatch):
     assert not fresh_pairs
 
 
+def test_capture_pairs(fresh_pairs, monkeypatch):
+    """A capture's pair is its own: a stream's eager pair survives captures on it, and a new
+    capture there replaces only the earlier capture's pair."""
+    device = torch.device("cpu")
+    eager = ("cpu", None, torch.int32, 5, None)
+    for key in (eager, eager[:4] + (7,), eager[:4] + (8,)):
+        monkeypatch.setattr(_links, "_key", lambda device, dtype, key=key: key)
+        with _links.links(device, torch.int32, 4) as (words, _):
+            assert not words[:4].any()
+            words[:4] = 1
+    assert set(fresh_pairs) == {eager, eager[:4] + (8,)}
+
+
 def _nonzero_inside_dirty():
     """Every pair's nonzero words lie inside the interval it tracks for them."""
     for pair in _links._PAIRS.values():

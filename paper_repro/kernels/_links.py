@@ -57,8 +57,7 @@ class _Pair:
     def used(self, n_words: int) -> None:
         """After a call that read ``turn``'s first ``n_words`` and zeroed the other's."""
         use, spare = self.turn, 1 - self.turn
-        lo, hi = self.dirty[use]
-        self.dirty[use] = (0, max(hi, n_words))
+        self.dirty[use] = (0, max(self.dirty[use][1], n_words))
         lo, hi = self.dirty[spare]
         self.dirty[spare] = (max(lo, n_words), hi) if hi > n_words else (0, 0)
         self.turn = spare
@@ -132,7 +131,7 @@ def links(device: torch.device, dtype, n_words: int):
             if len(_PAIRS) >= MAX_STREAMS:
                 _PAIRS.clear()
             if key[4] is not None:  # one capture's pair a stream: drop earlier captures'
-                for old in [k for k in _PAIRS if k[:4] == key[:4]]:
+                for old in [k for k in _PAIRS if k[:4] == key[:4] and k[4] is not None]:
                     del _PAIRS[old]
             pair = _PAIRS[key] = _Pair()
     with pair.lock:

@@ -730,7 +730,8 @@ class Launch:
     Engine kernels take, in order: ``pointers`` (inputs, then outputs), ``agg_ptr, status_ptr,
     B, T, n_seg, seg_len``, ``ints`` (strides, ...), ``scalars`` (float32 hi/lo pairs),
     ``flags`` (constexprs), ``ACC, PHASE, BLOCK_B, BLOCK_T, PREFETCH, FLIP, ALIGN``. Positional,
-    so no per-call dicts."""
+    so no per-call dicts. A look-back's ``agg_ptr`` is its scratch words and ``status_ptr`` the
+    spare its programs zero (``_links.py``)."""
 
     __slots__ = ("kernel", "grid", "num_warps", "B", "acc", "device", "cuda_index", "middle",
                  "tile", "one_pass", "single_pass", "launchers", "grid3", "maxnreg")
