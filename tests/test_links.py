@@ -87,17 +87,10 @@ SEQUENCE = [(3, 61), (1, 9), (2, 37), (3, 61), (1, 21), (2, 90)]
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=[e.name for e in ESTIMATORS])
 @pytest.mark.parametrize("kernels", KERNELS)
-def test_look_back_across_shapes(est, kernels, fresh_pairs, monkeypatch):
+def test_look_back_across_shapes(est, kernels, fresh_pairs):
     """Look-backs of growing, shrinking and repeated sizes in a row (one-row and two-row tiles,
     fp32 and fp64) each match the reference, and the pairs' bookkeeping covers every word the
-    kernels left nonzero, group aggregates too (one-row tiles in groups of 4 under the
-    interpreter: up to 4 groups a row)."""
-    import triton.language as tl
-
-    from paper_repro.kernels import affine_scan
-
-    if kernels == "triton":
-        monkeypatch.setattr(affine_scan, "GROUP", tl.constexpr(4))
+    kernels left nonzero."""
     device = device_of(kernels)
     for i, (n, t) in enumerate(SEQUENCE):
         block = 1 + i % 2

@@ -195,9 +195,9 @@ def test_runs_must_divide_the_tile(kernels):
 def test_look_back_across_windows(est, kernels, in_launch_order, block, monkeypatch):
     """No tile publishes its inclusive prefix under the interpreter, so every look-back
     composes aggregates back to the boundary, across several windows (in-order execution
-    never needs to): 26 tiles of 4 steps there, in windows of 8 for one-row blocks, which walk
-    9 groups of 3 in two rounds, and of 4 for row blocks (the GPU: 66 tiles, windows of 32 and
-    8, groups of 32), time-major and fp64 too; programs placed by launch index and by ticket."""
+    never needs to): 26 tiles of 4 steps there, in windows of 8 for one-row blocks and of 4 for
+    row blocks (the GPU: 66 tiles, windows of 32 and 8), time-major and fp64 too; programs
+    placed by launch index and by ticket."""
     import triton.language as tl
 
     from paper_repro.kernels import affine_scan
@@ -210,7 +210,6 @@ def test_look_back_across_windows(est, kernels, in_launch_order, block, monkeypa
         monkeypatch.setattr(affine_scan, "SHORTCUT", tl.constexpr(False))
         monkeypatch.setattr(affine_scan, "WINDOW", tl.constexpr(8))
         monkeypatch.setattr(affine_scan, "BLOCK_WINDOW", tl.constexpr(4))
-        monkeypatch.setattr(affine_scan, "GROUP", tl.constexpr(3))
         T, T64 = 101, 50
     config = L.ScanConfig(BLOCK_B=block, BLOCK_T=4, num_warps=1, seg_len=4, single_pass=True)
     with kernels_on(kernels), L.force_config(config):

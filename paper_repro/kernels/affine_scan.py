@@ -79,38 +79,23 @@ IN_LAUNCH_ORDER: tl.constexpr = tl.constexpr(_in_launch_order())
 # PAPER_REPRO_REDUCE_IN_ORDER=1 keeps scan order everywhere (the A/B's other arm).
 REDUCE_AGAINST_ORDER: tl.constexpr = tl.constexpr(
     os.environ.get("PAPER_REPRO_REDUCE_IN_ORDER") != "1")
-# Tiles a one-row look-back's group holds (``look_back``; 0: one level), set for an A/B by
-# PAPER_REPRO_LOOKBACK_GROUP (at least 2).
-GROUP: tl.constexpr = tl.constexpr(int(os.environ.get("PAPER_REPRO_LOOKBACK_GROUP") or 32))
-ROW_CAP = int(os.environ.get("PAPER_REPRO_LOOKBACK_ROW_CAP") or 0)
 # Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
 # walks past the first tile across several windows, which in-order execution never does.
 SHORTCUT: tl.constexpr = tl.constexpr(True)
 
 
-def link_words(B: int, n_seg: int, BLOCK_B: int) -> int:
-    """Words of a look-back's scratch: the ticket, three ``B x n_seg`` planes and, for one-row
-    blocks, two planes of group aggregates (``look_back``)."""
-    groups = -(-n_seg // GROUP.value) if BLOCK_B == 1 and GROUP.value > 0 else 0
-    return 1 + 3 * B * n_seg + 2 * B * groups
-
-
 @triton.jit
 def clear_spare(spare_ptr, B, n_seg, BLOCK_B: tl.constexpr):
-    """Zero this program's share of the ``link_words`` of ``spare_ptr``, the scratch the
-    previous look-back on this stream read, so that the next finds it zero (``_links.py``):
-    ``4 BLOCK_B`` words a program (8 with group aggregates) cover them with no division. Kept
-    in L2 (``evict_last``) through the call's streaming in between, so that the next call
-    publishes and polls there: 0.90-0.97x the time of a fill each call at most look-back
-    shapes, against 0.93-1.03x without the hint (data/h200/links_ab.csv)."""
-    G: tl.constexpr = GROUP if BLOCK_B == 1 else 0
-    n_words = 1 + 3 * B * n_seg
-    if G > 0:
-        n_words += 2 * B * tl.cdiv(n_seg, G)
-    span: tl.constexpr = 8 if G > 0 else 4 * BLOCK_B
+    """Zero this program's share of the first ``1 + 3 B n_seg`` words of ``spare_ptr``, the
+    scratch the previous look-back on this stream read, so that the next finds it zero
+    (``_links.py``): ``4 BLOCK_B`` words a program cover them with no division. Kept in L2
+    (``evict_last``) through the call's streaming in between, so that the next call publishes
+    and polls there: 0.90-0.97x the time of a fill each call at most look-back shapes, against
+    0.93-1.03x without the hint (data/h200/links_ab.csv)."""
+    span: tl.constexpr = 4 * BLOCK_B
     offs = tl.program_id(0) * span + tl.arange(0, span)
     tl.store(spare_ptr + offs, tl.zeros([span], spare_ptr.dtype.element_ty),
-             mask=offs < n_words, eviction_policy="evict_last")
+             mask=offs < 1 + 3 * B * n_seg, eviction_policy="evict_last")
 
 
 @triton.jit
@@ -522,11 +507,11 @@ def publish(ptr, value, mask):
 
 
 @triton.jit
-def read_words(ab_ptr, ab_plane, ab_offs, inclusive_ptr, inclusive_offs, mask):
-    """The (aggregate a, aggregate b, inclusive prefix) words of a window, zero if unpublished."""
-    a = tl.load(ab_ptr + ab_offs, mask=mask, other=0, volatile=True)
-    b = tl.load(ab_ptr + ab_plane + ab_offs, mask=mask, other=0, volatile=True)
-    inclusive = tl.load(inclusive_ptr + inclusive_offs, mask=mask, other=0, volatile=True)
+def read_words(ptr, plane, offs, mask):
+    """The (aggregate a, aggregate b, inclusive prefix) words at ``offs``, zero if unpublished."""
+    a = tl.load(ptr + offs, mask=mask, other=0, volatile=True)
+    b = tl.load(ptr + plane + offs, mask=mask, other=0, volatile=True)
+    inclusive = tl.load(ptr + 2 * plane + offs, mask=mask, other=0, volatile=True)
     return a, b, inclusive
 
 
@@ -556,94 +541,51 @@ def segment_sweep(SWEEP: tl.constexpr, agg_ptr, status_ptr, rows, row_mask, pid_
 
 
 @triton.jit
-def in_segments(k, n_seg, REVERSE: tl.constexpr):
-    """The segment of scan position ``k`` (the backward scans' first is the last segment)."""
-    if REVERSE:
-        seg = n_seg - 1 - k
-    else:
-        seg = k
-    return seg
-
-
-@triton.jit
 def look_back(link_ptr, spare_ptr, rows, row_mask, pid_s, B, n_seg, agg_a, agg_b, carry0,
               REVERSE: tl.constexpr):
     """PHASE 3: publish this tile's aggregate, compose the predecessors' aggregates back to the
     nearest published inclusive prefix (``carry0`` before the first tile), publish this tile's
-    inclusive prefix and return its incoming carry. ``link_ptr`` is the zeroed scratch
-    (``link_words``): the ticket counter, then three planes of words (``link_offsets``;
-    aggregate a, aggregate b, inclusive prefix), each a value published by ``publish`` or
-    zero, then, for one-row blocks, two planes of group aggregates; ``spare_ptr`` is the
-    scratch the previous look-back read (``clear_spare``).
-
-    One-row blocks walk in two levels: back to the start of their group of ``GROUP`` tiles,
-    then over whole groups, whose aggregate the group's last tile publishes, so that a round
-    reaches ``GROUP`` times further back along a row that many programs share."""
+    inclusive prefix and return its incoming carry. ``link_ptr`` is the zeroed scratch: the
+    ticket counter, then three planes of words (``link_offsets``; aggregate a, aggregate b,
+    inclusive prefix), each a value published by ``publish`` or zero; ``spare_ptr`` is the
+    scratch the previous look-back read (``clear_spare``)."""
     plane = B * n_seg
     words = link_ptr + 1
     mine = link_offsets(rows, pid_s, B, n_seg, rows.shape[0])
     publish(words + mine, agg_a, row_mask)
     publish(words + plane + mine, agg_b, row_mask)
-    W: tl.constexpr = WINDOW if rows.shape[0] == 1 else BLOCK_WINDOW
-    G: tl.constexpr = GROUP if rows.shape[0] == 1 else 0
-    q = in_segments(pid_s, n_seg, REVERSE)  # scan position
-    k = q - 1  # the walk's nearest entry: a tile in scan order, then (level 2) a group
-    if G > 0:
-        lo = q // G * G  # level 1 ends at the group's first tile
-        groups = tl.cdiv(n_seg, G)
+    if REVERSE:
+        k = n_seg - 2 - pid_s
     else:
-        lo = 0
-        groups = 0
-    level = q * 0 + 1
+        k = pid_s - 1
     acc_a = tl.zeros_like(agg_a)  # not agg_a * 0: a NaN would reach every later tile
     acc_b = acc_a + 1.0
-    j = tl.arange(0, W)
     done = ~row_mask
-    ended = ~done & (rows * 0 + k < lo)  # a row vector: the interpreter masks no broadcast
-    if G > 0:
-        if q == lo:  # a group's first tile walks over groups at once
-            level, lo, k = level + 1, 0, q // G - 1
-    while k >= lo:
-        # Window entry j is entry k - j, per row; an entry before ``lo`` is the identity and
-        # ends the walk.
-        e = k - j
-        valid = e >= lo
-        offs = link_offsets(rows[None, :], in_segments(e, n_seg, REVERSE)[:, None], B, n_seg,
-                            rows.shape[0])
-        ab_offs, ab_plane, inclusive_offs = offs, plane, offs
-        if G > 0:
-            # level 2: a group's aggregate, and its last tile's inclusive prefix
-            last = in_segments(e * G + G - 1, n_seg, REVERSE)[:, None]
-            ab_offs = tl.where(level == 1, offs, 3 * plane + rows[None, :] * groups + e[:, None])
-            ab_plane = tl.where(level == 1, plane, B * groups)
-            inclusive_offs = tl.where(level == 1, offs, rows[None, :] * n_seg + last)
+    W: tl.constexpr = WINDOW if rows.shape[0] == 1 else BLOCK_WINDOW
+    j = tl.arange(0, W)
+    while k >= 0:
+        # Window entry j is the predecessor k - j (nearest first), per row; entries before the
+        # first tile stand for a virtual tile whose inclusive prefix is the boundary.
+        valid = k - j >= 0
+        if REVERSE:
+            seg = n_seg - 1 - (k - j)
+        else:
+            seg = k - j
+        offs = link_offsets(rows[None, :], seg[:, None], B, n_seg, rows.shape[0])
         look = valid[:, None] & row_mask[None, :]
-        a, b, inclusive = read_words(words, ab_plane, ab_offs, words + 2 * plane,
-                                     inclusive_offs, look & ~done[None, :])
+        a, b, inclusive = read_words(words, plane, offs, look & ~done[None, :])
         stop, waiting = window_state(a, b, inclusive, look, j, done, W)
         while waiting:
-            a, b, inclusive = read_words(words, ab_plane, ab_offs, words + 2 * plane,
-                                         inclusive_offs, look & ~done[None, :])
+            a, b, inclusive = read_words(words, plane, offs, look & ~done[None, :])
             stop, waiting = window_state(a, b, inclusive, look, j, done, W)
         before = (j[:, None] < stop[None, :]) & ~done[None, :]
-        at = (j[:, None] == stop[None, :]) & ~done[None, :] & look
-        a = tl.where(at, from_word(inclusive), tl.where(before, from_word(a), 0.0))
+        at = (j[:, None] == stop[None, :]) & ~done[None, :]
+        inclusive = tl.where(look, from_word(inclusive), carry0[None, :])
+        a = tl.where(at, inclusive, tl.where(before, from_word(a), 0.0))
         b = tl.where(at, 0.0, tl.where(before, from_word(b), 1.0))
         acc_a, acc_b = after_window(acc_a, acc_b, a, b)
-        ended = ended | (~done & (stop < W) & (k - stop < lo))
         done = done | (stop < W)
-        k = tl.where(tl.min(done.to(tl.int32), axis=0) == 1, lo - 1, k - W)
-        if G > 0:
-            if (level == 1) & (k < lo):
-                ended = ended & row_mask
-                if q % G == G - 1:
-                    # the group's map, published before the walk over earlier groups
-                    mine_g = 3 * plane + rows * groups + q // G
-                    publish(words + mine_g, agg_a + agg_b * acc_a, ended)
-                    publish(words + B * groups + mine_g, agg_b * acc_b, ended)
-                level, lo = level + 1, 0
-                k = tl.where(tl.max(ended.to(tl.int32), axis=0) == 1, q // G - 1, -1)
-                done = ~ended
+        k = tl.where(tl.min(done.to(tl.int32), axis=0) == 1, -1, k - W)
     carry = acc_a + acc_b * carry0
     if SHORTCUT:
         publish(words + 2 * plane + mine, agg_a + agg_b * carry, row_mask)
@@ -801,8 +743,6 @@ class Launch:
         self.kernel, self.num_warps, self.B, self.acc, self.device = (
             kernel, config.num_warps, B, acc, device)
         self.maxnreg = config.max_registers
-        if not self.maxnreg and config.single_pass and config.BLOCK_B == 1 and GROUP.value:
-            self.maxnreg = ROW_CAP  # an A/B of the grouped walk's registers
         self.cuda_index = device.index if device.type == "cuda" else None
         self.grid = config.grid(B, T)
         self.grid3 = (*self.grid, 1)
@@ -830,8 +770,8 @@ class Launch:
         if self.single_pass:
             # A ticket counter, then aggregates a and b and inclusive prefixes as published
             # words (look_back), zero until published; the programs zero the spare.
-            n_words = link_words(self.B, grid[1], self.tile[0])
-            with links(self.device, WORDS[self.acc], n_words) as (words, spare):
+            with links(self.device, WORDS[self.acc], 1 + 3 * self.B * grid[1]) as (words,
+                                                                                  spare):
                 D.run(kernel, (grid[0] * grid[1],), w, (*pointers, words, spare, *self.middle,
                                                         self.single_pass, *self.tile), n,
                       self.maxnreg)
