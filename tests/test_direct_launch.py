@@ -272,12 +272,12 @@ def test_the_c_launcher_is_called_where_no_scratch_is_needed():
 
     compiled = type("Compiled", (), {"function": 5, "packed_metadata": (4, 1, 0)})()
     compiled.run = Launcher()
-    fn, head = D._entry(compiled)
-    assert fn == compiled.run.launch
+    fn, head, kept = D._entry(compiled)
+    assert fn == compiled.run.launch and kept is compiled
     assert head == (5, False, True, None, None, (4, 1, 0), None, None, None)
     compiled.run.global_scratch_size = 256  # needs its scratch: Triton's launcher allocates it
-    fn, head = D._entry(compiled)
-    assert fn is compiled.run and head == (5, (4, 1, 0), None, None, None)
+    fn, head, kept = D._entry(compiled)
+    assert fn is compiled.run and head == (5, (4, 1, 0), None, None, None) and kept is compiled
 
 
 def test_register_caps_reach_the_compile_and_its_key(monkeypatch):

@@ -129,7 +129,7 @@ def run(kernel, grid: tuple, num_warps: int, values: tuple, n_tensors: int | Non
 
 
 def _entry(compiled) -> tuple:
-    """``(launcher, leading arguments)`` of a compiled kernel. Triton's Python launcher only
+    """``(launcher, leading arguments, compiled kernel)``. Triton's Python launcher only
     allocates scratch memory before calling its C launcher: kernels that need none call the C
     launcher itself."""
     launcher = compiled.run
@@ -138,12 +138,12 @@ def _entry(compiled) -> tuple:
             getattr(launcher, "profile_scratch_size", 1) == 0:
         return c_launcher, (compiled.function, launcher.launch_cooperative_grid,
                             launcher.launch_pdl, None, None, compiled.packed_metadata,
-                            None, None, None)
-    return launcher, (compiled.function, compiled.packed_metadata, None, None, None)
+                            None, None, None), compiled
+    return launcher, (compiled.function, compiled.packed_metadata, None, None, None), compiled
 
 
 def _launch(entry, grid: tuple, device: int, values: tuple):
-    launcher, head = entry
+    launcher, head, _ = entry
     launcher(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
              _raw_stream(device), *head, *values)
 
@@ -188,6 +188,13 @@ def launch_pointers(cache: dict, grid: tuple, pointers: tuple, rest: tuple) -> b
     entry = cache.get(_alignment_key(device, pointers))
     if entry is None:
         return False
-    launcher, head = entry
+    launcher, head, _ = entry
     launcher(*grid, _raw_stream(device), *head, *pointers, *rest)
     return True
+
+
+def compiled_for(cache: dict, pointers: tuple):
+    """The compiled kernel that ``launch_pointers`` would launch on ``pointers`` from the
+    current device (None: none yet)."""
+    entry = cache.get(_alignment_key(current_device(), pointers))
+    return None if entry is None else entry[2]

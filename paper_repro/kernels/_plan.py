@@ -18,7 +18,9 @@ import threading
 
 import torch
 
+from paper_repro.kernels import _direct as D
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _native as N
 
 MAX_PLANS = 1024  # keys: one per op, argument types and scalars
 MAX_VARIANTS = 8  # plans under one key: shapes, strides, dtypes and devices, newest first
@@ -61,32 +63,54 @@ _RECORDING = _Recording()
 class Plan:
     """Outputs ``empty_like(args[like], dtype)`` (``dtype`` None: that of ``args[like]``), then
     ``launch`` on the pointers it picks from ``(*args, *outputs)``. ``grad``: an argument
-    requires grad (recorded under no_grad), so grad mode needs the registered op."""
+    requires grad (recorded under no_grad), so grad mode needs the registered op. Once a
+    repeat has launched directly, later repeats run as a native plan where one can be made
+    (``_native.py``)."""
 
-    __slots__ = ("launch", "like", "dtype", "n_outputs", "pick", "grad", "present", "spread",
-                 "matches")
+    __slots__ = ("launch", "like", "dtype", "n_outputs", "sources", "pick", "grad", "present",
+                 "spread", "matches", "native")
 
     def __init__(self, launch, like: int, dtype: torch.dtype | None, n_outputs: int,
                  sources: tuple, grad: bool, matches=lambda args: True):
         self.launch, self.like, self.dtype, self.n_outputs = launch, like, dtype, n_outputs
         self.matches = matches  # args -> whether their metadata is that of the recorded call
-        self.pick, self.grad = operator.itemgetter(*sources), grad
+        self.sources, self.pick, self.grad = sources, operator.itemgetter(*sources), grad
         # Each distinct tensor's address is read once (absent arguments repeat an output's).
         distinct = sorted(set(sources))
         self.present = operator.itemgetter(*distinct)
         self.spread = operator.itemgetter(*[distinct.index(s) for s in sources])
+        self.native = None if N.ENABLED else False  # (run, plan); False: never native
 
     def __call__(self, args: tuple):
+        native = self.native
+        if native and not D._hooks_set():
+            device = D.current_device()
+            result = native[0](native[1], args, device, D._raw_stream(device))
+            if result is not None:
+                return result
         like, dtype = args[self.like], self.dtype
         # without dtype=, empty_like skips its keyword parsing
         out = torch.empty_like(like) if dtype is None else torch.empty_like(like, dtype=dtype)
         outs = (out,) if self.n_outputs == 1 else \
             (out, *[torch.empty_like(out) for _ in range(self.n_outputs - 1)])
         tensors = (*args, *outs)
-        if not self.launch.launch_pointers(
-                self.spread([t.data_ptr() for t in self.present(tensors)])):
+        pointers = self.spread([t.data_ptr() for t in self.present(tensors)])
+        if not self.launch.launch_pointers(pointers):
             self.launch(self.pick(tensors))
+        elif native is None and N.module() is not None:
+            self.native = self._native(pointers, len(args))
         return out if self.n_outputs == 1 else outs
+
+    def _native(self, pointers: tuple, n_args: int):
+        """``(run, native plan)`` of the direct launch just made on ``pointers``, or False."""
+        launched = self.launch.launch_values(pointers)
+        if launched is None:
+            return False
+        compiled, grid, values = launched
+        sources = (*self.sources, self.sources[-1], self.sources[-1])  # agg_ptr, status_ptr
+        plan = N.make_plan(compiled, grid, values, sources, n_args, self.like, self.dtype,
+                           self.n_outputs, D.current_device())
+        return False if plan is None else (N.module().run, plan)
 
 
 def _metadata(t):

@@ -789,6 +789,15 @@ class Launch:
         return D.launch_pointers(self.launchers, self.grid3,
                                  (*pointers, pointers[-1], pointers[-1]), self.one_pass)
 
+    def launch_values(self, pointers: tuple):
+        """``(compiled kernel, grid, every parameter)`` of the one-pass launch that
+        ``launch_pointers`` makes on ``pointers``; None where it makes none yet."""
+        if self.one_pass is None:
+            return None
+        pointers = (*pointers, pointers[-1], pointers[-1])
+        compiled = D.compiled_for(self.launchers, pointers)
+        return None if compiled is None else (compiled, self.grid3, (*pointers, *self.one_pass))
+
 
 def scan_rows(alpha, beta, initial, reverse: bool, out: torch.Tensor) -> torch.Tensor:
     """Scan ``[B, T]`` coefficients (any strides) with an optional ``[B]`` boundary into the

@@ -1,0 +1,268 @@
+"""The native repeat of a launch plan (``kernels/_native.py``): the parameter block is packed as
+Triton's launcher packs it, the C++ plan puts each call's addresses and fresh outputs in their
+places, a plan goes native after its first direct launch and falls back where the native plan
+does not apply; on the GPU, native repeats equal Python repeats bit for bit."""
+import struct
+from types import SimpleNamespace
+
+import pytest
+import torch
+from conftest import TOL, assert_close
+from estimators import ESTIMATORS, LAYOUTS, make_inputs, outputs
+
+import paper_repro as P
+from paper_repro.baselines import reference as ref
+from paper_repro.kernels import _native as N
+from paper_repro.kernels import _plan
+
+IDS = [e.name for e in ESTIMATORS]
+
+
+@pytest.fixture(scope="module")
+def native():
+    """The compiled module (built here with the system compiler on first use)."""
+    return N.load()
+
+
+def test_parameter_block_packs_as_the_launcher():
+    """Non-constexpr values in order, each in its C type at an 8-byte offset, then two null
+    scratch pointers; bf16 is the float32's high half."""
+    signature = ["*fp32", "i32", "constexpr", "i64", "fp32", "bf16", "fp16", "fp64", "i1", "u8"]
+    values = (0x1000, -7, 64, 2**40, 0.25, 1.5, -2.0, 1 / 3, True, 200)
+    block, offsets = N.parameter_block(signature, values)
+    assert offsets == [0, 8, None, 16, 24, 32, 40, 48, 56, 64, 72, 80]
+    assert len(block) == 88
+    at = dict(zip(range(len(values)), offsets))
+    assert struct.unpack_from("Q", block, at[0])[0] == 0x1000
+    assert struct.unpack_from("i", block, at[1])[0] == -7
+    assert struct.unpack_from("q", block, at[3])[0] == 2**40
+    assert struct.unpack_from("f", block, at[4])[0] == 0.25
+    assert struct.unpack_from("H", block, at[5])[0] == 0x3FC0
+    assert struct.unpack_from("e", block, at[6])[0] == -2.0
+    assert struct.unpack_from("d", block, at[7])[0] == 1 / 3
+    assert block[at[8]] == 1 and block[at[9]] == 200
+    assert block[72:] == bytes(16)
+
+
+@pytest.mark.parametrize("signature, values, match", [
+    (["*fp32", "i32"], (0,), "2 parameter types for 1 values"),
+    (["nvTmaDesc"], (0,), "no native packing"),
+    ([("i32", "i32")], ((1, 2),), "no native packing"),
+])
+def test_parameter_block_refuses_what_it_cannot_pack(signature, values, match):
+    with pytest.raises(ValueError, match=match):
+        N.parameter_block(signature, values)
+
+
+def _compiled(signature, num_warps=4, shared=0, **meta):
+    metadata = SimpleNamespace(num_warps=num_warps, shared=shared, num_ctas=1,
+                               launch_cooperative_grid=False, launch_pdl=False,
+                               global_scratch_size=0, profile_scratch_size=0, **meta)
+    return SimpleNamespace(metadata=metadata, function=0,
+                           src=SimpleNamespace(signature=dict(enumerate(signature))))
+
+
+def _plan_for(native, monkeypatch, args, sources, dtype=None, n_outputs=1, rest=(5, 0.5)):
+    """A native plan of a kernel taking ``len(sources)`` pointers, then ``rest``."""
+    monkeypatch.setattr(N._State, "module", native)
+    pointers = [(*args, *[args[0]] * n_outputs)[s].data_ptr() for s in sources]
+    signature = ["*fp32"] * len(sources) + ["i32", "constexpr", "fp32"]
+    return N.make_plan(_compiled(signature), (3, 1, 1), (*pointers, rest[0], 64, rest[1]),
+                       tuple(sources), len(args), 0, dtype, n_outputs, 0)
+
+
+def test_native_plan_packs_each_calls_addresses(native, monkeypatch):
+    """Every pointer slot holds its tensor's address on each call (arguments by position,
+    outputs freshly allocated like ``args[like]``), constants as packed once."""
+    a, b = torch.randn(6, 10), torch.randn(6, 10)
+    plan = _plan_for(native, monkeypatch, (a, None, b), [0, 2, 3, 3])
+    c, d = torch.randn(6, 10), torch.randn(6, 10)
+    out, block = native.packed(plan, (c, None, d))
+    assert out.shape == c.shape and out.dtype == c.dtype and out.stride() == c.stride()
+    assert struct.unpack_from("4Q", block) == (c.data_ptr(), d.data_ptr(), out.data_ptr(),
+                                               out.data_ptr())
+    assert struct.unpack_from("i", block, 32)[0] == 5 and struct.unpack_from("f", block, 40)[0] \
+        == 0.5
+    assert block[48:] == bytes(16)
+    again, block2 = native.packed(plan, (d, None, c))
+    assert struct.unpack_from("2Q", block2) == (d.data_ptr(), c.data_ptr())
+
+
+def test_native_plan_outputs_take_the_plans_dtype_and_count(native, monkeypatch):
+    a = torch.randn(4, 8).t()  # outputs keep the argument's strides, as empty_like does
+    plan = _plan_for(native, monkeypatch, (a,), [0, 1, 2], dtype=torch.float64, n_outputs=2)
+    (first, second), block = native.packed(plan, (a.clone().t().t(),))
+    assert first.dtype == second.dtype == torch.float64 and first.stride() == a.stride()
+    assert struct.unpack_from("3Q", block)[1:] == (first.data_ptr(), second.data_ptr())
+
+
+def test_native_plan_declines_another_alignment_device_or_arity(native, monkeypatch):
+    """An address whose 16-byte alignment differs from the compiled kernel's gives no block
+    (the caller falls back to Triton's launcher, which compiles for it); a call from another
+    device, or without a driver, launches nothing; a wrong argument count raises."""
+    buffer = torch.randn(64)
+    a = buffer[:32].view(4, 8)
+    plan = _plan_for(native, monkeypatch, (a,), [0, 1])
+    _, block = native.packed(plan, (buffer[1:33].view(4, 8),))
+    assert block is None
+    assert native.run(plan, (a,), 1, 0) is None
+    if not native.has_driver():
+        assert native.run(plan, (a,), 0, 0) is None
+    with pytest.raises(TypeError, match="tuple of arguments"):
+        native.packed(plan, (a, a))
+
+
+def test_make_plan_refuses_kernels_the_native_launch_lacks(native, monkeypatch):
+    monkeypatch.setattr(N._State, "module", native)
+    x = torch.randn(4)
+    for meta in ({"num_ctas": 2}, {"global_scratch_size": 64}, {"launch_pdl": True}):
+        compiled = _compiled(["*fp32", "*fp32"])
+        vars(compiled.metadata).update(meta)
+        assert N.make_plan(compiled, (1, 1, 1), (x.data_ptr(), x.data_ptr()), (0, 1), 1, 0,
+                           None, 1, 0) is None
+    constexpr_pointer = _compiled(["constexpr", "*fp32"])
+    assert N.make_plan(constexpr_pointer, (1, 1, 1), (None, x.data_ptr()), (0, 1), 1, 0, None,
+                       1, 0) is None
+
+
+def test_a_plan_goes_native_after_its_first_direct_launch(native, monkeypatch):
+    """The repeat that launched directly makes the native plan from that launch's compiled
+    kernel, grid and values (the two scratch pointers are the last output's); later repeats
+    are served by it, and by the Python path wherever it declines."""
+    made, served = [], []
+
+    class Job:
+        def launch_pointers(self, pointers):
+            return True
+
+        def launch_values(self, pointers):
+            signature = ["*fp32"] * (len(pointers) + 2) + ["i32"]
+            return _compiled(signature), (1, 1, 1), (*pointers, pointers[-1], pointers[-1], 9)
+
+    def fake_run(plan, args, device, stream):
+        served.append(plan)
+        return "native" if len(served) == 1 else None
+
+    monkeypatch.setattr(N, "ENABLED", True)
+    monkeypatch.setattr(N._State, "module", native)
+    monkeypatch.setattr(N, "make_plan", lambda *a: made.append(a) or "plan")
+    monkeypatch.setattr(_plan.D, "_hooks_set", lambda: False)
+    monkeypatch.setattr(_plan.D, "current_device", lambda: 0)
+    monkeypatch.setattr(_plan.D, "_raw_stream", lambda device: 0)
+    plan = _plan.Plan(Job(), 0, None, 1, (0, 1, 2), False)
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    assert plan.native is None and isinstance(plan((a, b)), torch.Tensor)
+    assert plan.native == (native.run, "plan") and len(made) == 1
+    compiled, grid, values, sources = made[0][:4]
+    assert sources == (0, 1, 2, 2, 2) and values[:2] == (a.data_ptr(), b.data_ptr())
+    plan.native = (fake_run, "plan")
+    assert plan((b, a)) == "native"
+    assert isinstance(plan((a, b)), torch.Tensor) and served == ["plan", "plan"]
+
+
+def test_plans_never_go_native_where_it_is_off(monkeypatch):
+    monkeypatch.setattr(N, "ENABLED", False)
+    assert _plan.Plan(None, 0, None, 1, (0,), False).native is False
+    assert N.module() is None and N.status().startswith("off")
+
+
+@pytest.fixture
+def native_plans(monkeypatch):
+    """An empty plan cache whose plans go native once the module is loaded."""
+    if N.module(wait=True) is None:
+        pytest.fail(f"the native module: {N.status()}")
+    monkeypatch.setattr(_plan, "_PLANS", {})
+
+
+def _repeats(call, n=4):
+    for _ in range(n):
+        result = call()
+    return result
+
+
+def _native_plans():
+    return [p for plans in _plan._PLANS.values() for p in plans if p.native]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(64, 100), (4096, 128), (33, 7)], ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS[:2], ids=lambda lay: lay.name)
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_native_repeats_equal_python_repeats(est, layout, shape, native_plans, monkeypatch):
+    d = layout.apply(make_inputs(*shape, device="cuda", seed=5))
+
+    def call():
+        return est.call(P, d, time_dim=layout.time_dim)
+    got = _repeats(call)
+    assert _native_plans(), "no plan went native"
+    monkeypatch.setattr(_plan, "_PLANS", {})
+    monkeypatch.setattr(N, "ENABLED", False)
+    want = _repeats(call)
+    for g, w in zip(outputs(got), outputs(want)):
+        assert g.dtype == w.dtype and g.stride() == w.stride() and torch.equal(g, w)
+    for g, w in zip(outputs(got), outputs(est.call(ref, make_inputs(*shape, seed=5)))):
+        assert_close(est.name, layout.back(g).cpu(), w, TOL[torch.float32])
+
+
+@pytest.mark.gpu
+def test_native_repeats_read_new_inputs_on_the_current_stream(native_plans):
+    """Each repeat reads its own arguments, launched on the caller's stream (a side stream
+    here, whose inputs are written just before the call with no synchronisation)."""
+    d = make_inputs(2048, 64, device="cuda", seed=1)
+    _repeats(lambda: P.compute_gae(d["r"], d["v"], d["term"]))
+    assert _native_plans()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        for seed in range(3):
+            e = make_inputs(2048, 64, device="cuda", seed=10 + seed)
+            r = d["r"].copy_(e["r"] * 3)
+            got = P.compute_gae(r, d["v"], d["term"])
+            want = ref.compute_gae(e["r"].cpu() * 3, d["v"].cpu(), d["term"].cpu())
+            side.synchronize()
+            assert_close("gae", got.cpu(), want, TOL[torch.float32])
+
+
+@pytest.mark.gpu
+def test_native_repeats_in_cuda_graphs(native_plans):
+    """A native repeat captured in a CUDA graph replays on the inputs copied in."""
+    d = make_inputs(1024, 96, device="cuda", seed=2)
+    def call():
+        return P.compute_discounted_returns(d["r"], d["term"], d["trunc"], 0.97, d["boot"])
+    _repeats(call)
+    assert _native_plans()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = call()
+    for seed in (3, 4):
+        e = make_inputs(1024, 96, device="cuda", seed=seed)
+        for k in ("r", "term", "trunc", "boot"):
+            d[k].copy_(e[k])
+        graph.replay()
+        torch.cuda.synchronize()
+        want = ref.compute_discounted_returns(e["r"].cpu(), e["term"].cpu(), e["trunc"].cpu(),
+                                              0.97, e["boot"].cpu())
+        assert_close("discounted", out.cpu(), want, TOL[torch.float32])
+
+
+@pytest.mark.gpu
+def test_misaligned_repeats_fall_back(native_plans):
+    """A repeat whose address is not 16-byte aligned where the compiled kernel's was takes the
+    Python path (and its own compile), with the right answer."""
+    buffer = torch.randn(4097 * 128, device="cuda")
+    d = make_inputs(4096, 128, device="cuda", seed=6)
+    def call(r):
+        return P.compute_discounted_returns(r, d["term"], gamma=0.9)
+    _repeats(lambda: call(buffer[:4096 * 128].view(4096, 128)))
+    assert _native_plans()
+    shifted = buffer[1:4096 * 128 + 1].view(4096, 128)
+    want = ref.compute_discounted_returns(shifted.cpu(), d["term"].cpu(), gamma=0.9)
+    for _ in range(3):
+        assert_close("discounted", call(shifted).cpu(), want, TOL[torch.float32])
+
+
+def test_native_build_is_cached(native):
+    """A second build of the same source, torch and Python finds the first's library."""
+    path = N.build()
+    stamp = path.stat().st_mtime_ns
+    assert path == N.library_path() and native.__file__ == str(path)
+    assert N.build() == path and path.stat().st_mtime_ns == stamp
