@@ -113,10 +113,11 @@ def provenance(command=None):
         info["triton"] = triton.__version__
     except ImportError:
         info["triton"] = None
-    from paper_repro.kernels import _direct
+    from paper_repro.kernels import _direct, _native
 
     # how our kernels were launched: full-call times depend on it
-    info["launch_path"] = "direct" if _direct.ENABLED else "triton"
+    info["launch_path"] = ("native" if _native.module() is not None else "direct") \
+        if _direct.ENABLED else "triton"
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         info["sm_count"] = props.multi_processor_count

@@ -8,8 +8,8 @@ parameter block, packed once from its Triton signature.
 The module is compiled with the system C++ compiler against torch's headers on first use, in a
 background thread (calls go through Python until it is loaded), and cached under
 ``$PAPER_REPRO_CACHE`` (default ``~/.cache/paper_repro``) by a hash of the source, torch and
-Python. ``PAPER_REPRO_NATIVE=0`` turns it off; it is used only where the direct launch is
-(``_direct.ENABLED``), since both rely on Triton's compiled-kernel internals.
+Python. ``PAPER_REPRO_NATIVE=0`` turns it off; it is used only with a CUDA GPU and where the
+direct launch is (``_direct.ENABLED``), since both rely on Triton's compiled-kernel internals.
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ from paper_repro.kernels import _direct as D
 
 SOURCE = Path(__file__).with_name("_native.cpp")
 NAME = "paper_repro_native"
-ENABLED = D.ENABLED and os.environ.get("PAPER_REPRO_NATIVE", "1") != "0"
+ENABLED = D.ENABLED and os.environ.get("PAPER_REPRO_NATIVE", "1") != "0" and \
+    torch.cuda.is_available()
 # Triton's parameter types (the launcher's C types) as struct formats; floats are packed as
 # Triton packs them (bf16: the float32's high half).
 _FORMATS = {"i1": "b", "i8": "b", "i16": "h", "i32": "i", "i64": "q", "u1": "B", "u8": "B",
