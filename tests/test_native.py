@@ -266,3 +266,16 @@ def test_native_build_is_cached(native):
     stamp = path.stat().st_mtime_ns
     assert path == N.library_path() and native.__file__ == str(path)
     assert N.build() == path and path.stat().st_mtime_ns == stamp
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_native_repeats_never_synchronise(est, native_plans):
+    d = make_inputs(64, 300, device="cuda")
+    _repeats(lambda: est.call(P, d))
+    assert _native_plans()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        est.call(P, d)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
