@@ -10,7 +10,8 @@
 * ``device``: CUDA-graph replay; ``full_call``: the suites' event-timed call.
 
 ``--profile`` adds ``torch.profiler``'s table of each case's ops and its kernel time with
-each call synchronised against back to back, after every timing.
+each call synchronised against back to back, after every timing. These are the parts of the
+Python repeat: plans never go native here (``native_ab`` times the native repeat).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from paper_repro.bench import timing
 from paper_repro.bench.host_path import cases, stubbed_launch, us_per_call
 from paper_repro.kernels import _direct as D
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _native as N
 
 COLUMNS = ["case", "host", "launched", "launch", "outputs", "device", "full_call"]
 
@@ -104,6 +106,7 @@ def main(argv=None) -> int:
     if L.INTERPRETED or not torch.cuda.is_available():
         parser.error("needs a CUDA GPU and TRITON_INTERPRET unset")
     num_envs, seq_len = (int(n) for n in args.shape.lower().split("x"))
+    N.ENABLED = False  # the Python repeat's parts
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(open(args.out, "w", newline="")) if args.out else sys.stdout
         tables = write_rows(csv.DictWriter(out, COLUMNS), out, args, num_envs, seq_len)

@@ -21,13 +21,16 @@ import paper_repro as P
 from paper_repro.bench.inputs import ALGORITHMS, TRUNCATION_ALGORITHMS, make_case
 from paper_repro.kernels import _direct as D
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _native as N
 from paper_repro.kernels import _plan, retrace
 
 
 @contextlib.contextmanager
 def stubbed_launch(device: str):
-    """Every op takes its Triton path and launches nothing."""
+    """Every op takes its Triton path and launches nothing (plans made inside never go
+    native: the native repeat launches through the driver, past these stubs)."""
     saved = D.run, D.run_bound, D.launch_pointers, L.use_triton, retrace._check_values
+    saved_native, N.ENABLED = N.ENABLED, False
     D.run = D.run_bound = lambda *args, **kwargs: None
     D.launch_pointers = lambda *args: True  # a plan's repeat: launched
     L.use_triton = lambda x: True
@@ -37,6 +40,7 @@ def stubbed_launch(device: str):
         yield
     finally:
         D.run, D.run_bound, D.launch_pointers, L.use_triton, retrace._check_values = saved
+        N.ENABLED = saved_native
 
 
 @contextlib.contextmanager
