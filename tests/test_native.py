@@ -162,6 +162,7 @@ def test_a_plan_goes_native_after_its_first_direct_launch(native, monkeypatch):
 
 def test_plans_never_go_native_where_it_is_off(monkeypatch):
     monkeypatch.setattr(N, "ENABLED", False)
+    monkeypatch.setattr(N._State, "module", None)  # not loaded by an earlier test either
     assert _plan.Plan(None, 0, None, 1, (0,), False).native is False
     assert N.module() is None and N.status().startswith("off")
 
