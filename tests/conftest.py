@@ -52,6 +52,15 @@ if not HAS_CUDA:
 TOL = {torch.float64: 1e-9, torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
 
+@pytest.fixture(autouse=True)
+def fresh_native_sites(monkeypatch):
+    """No native site outlives its test: a site serves its plans whatever plan cache a test
+    swaps in (``_plan._SITES``; empty wherever plans never go native)."""
+    from paper_repro.kernels import _plan
+
+    monkeypatch.setattr(_plan, "_SITES", {})
+
+
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:

@@ -9,9 +9,11 @@ import pytest
 import torch
 from conftest import TOL, assert_close
 from estimators import ESTIMATORS, LAYOUTS, make_inputs, outputs
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import paper_repro as P
 from paper_repro.baselines import reference as ref
+from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _native as N
 from paper_repro.kernels import _plan
 
@@ -280,3 +282,215 @@ def test_native_repeats_never_synchronise(est, native_plans):
         est.call(P, d)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+def _site_with(native, monkeypatch, capacity=8):
+    """An empty site and a native plan of one tensor argument and one optional one."""
+    x = torch.zeros(2, 3)
+    return native.site(capacity), _plan_for(native, monkeypatch, (x, None), [0, 2]), x
+
+
+def test_site_finds_only_what_the_checks_would_not_distinguish(native, monkeypatch):
+    """Scalars by exact type and value; tensors by exact type, shape, strides, dtype, device,
+    requires_grad and dispatch keys under the thread's modes; None where None was."""
+    site, plan, x = _site_with(native, monkeypatch)
+    native.configure(_overrides(), None, lambda: 0, lambda device: 0)
+    scalar_sets = [(1.0, -1), (True, -1), (1, -1), (1.0, 1), (1.0, True)]
+    owners = [object() for _ in scalar_sets]
+    for s, owner in zip(scalar_sets, owners):
+        native.add(site, (x, None), s, False, (), owner, plan)
+    for s, owner in zip(scalar_sets, owners):
+        assert native.lookup(site, (x.clone(), None), s) is owner, s
+    with torch.inference_mode():
+        inference = torch.zeros(2, 3)
+        assert native.lookup(site, (x, None), (1.0, -1)) is None  # the thread's keys
+    tagged = x.as_subclass(type("Tagged", (torch.Tensor,), {}))
+    for args in [(x.t(), None), (x.double(), None), (x[:1], None), (None, None), (x, x),
+                 (x.clone().requires_grad_(), None), (tagged, None), (inference, None), (x,),
+                 [x, None], (x.unsqueeze(0), None), (x.to(torch.int32), None)]:
+        assert native.lookup(site, args, (1.0, -1)) is None
+    for scalars in [(1.0, -1, 0), (2.0, -1), [1.0, -1], (1.0 + 1e-12, -1), ("1.0", -1)]:
+        assert native.lookup(site, (x, None), scalars) is None
+    with TorchDispatchMode():  # a Python mode sees the calls: never past it
+        assert native.lookup(site, (x, None), (1.0, -1)) is None
+    with L.force_prefetch(True):
+        assert native.lookup(site, (x, None), (1.0, -1)) is None
+    assert native.lookup(site, (x, None), (1.0, -1)) is owners[0]
+
+
+def test_site_holds_grad_plans_out_of_grad_mode_and_words_aligned(native, monkeypatch):
+    site, plan, x = _site_with(native, monkeypatch)
+    native.configure(_overrides(), None, lambda: 0, lambda device: 0)
+    wants = x.clone().requires_grad_()
+    native.add(site, (wants, None), (), True, (0,), "grad", plan)
+    assert native.lookup(site, (wants, None), ()) is None
+    with torch.no_grad():
+        assert native.lookup(site, (wants, None), ()) == "grad"
+        buffer = torch.zeros(7, requires_grad=True)
+        words_off = buffer[1:].view(2, 3)  # 4 bytes past an 8-byte boundary
+        assert words_off.stride() == x.stride() and words_off.data_ptr() % 8 == 4
+        assert native.lookup(site, (words_off, None), ()) is None
+
+
+def test_site_keeps_the_newest_and_last_served(native, monkeypatch):
+    site, plan, x = _site_with(native, monkeypatch, capacity=2)
+    native.configure(_overrides(), None, lambda: 0, lambda device: 0)
+    for name in ("a", "b"):
+        native.add(site, (x, None), (name,), False, (), name, plan)
+    assert native.lookup(site, (x, None), ("a",)) == "a"  # now first: "b" is the oldest
+    native.add(site, (x, None), ("c",), False, (), "c", plan)
+    assert native.size(site) == 2
+    assert [native.lookup(site, (x, None), (n,)) for n in "abc"] == ["a", None, "c"]
+
+
+def test_site_refuses_what_no_call_could_repeat(native, monkeypatch):
+    site, plan, x = _site_with(native, monkeypatch)
+    tagged = x.as_subclass(type("Tagged", (torch.Tensor,), {}))
+    with pytest.raises(TypeError, match="argument 0 is neither None nor a plain tensor"):
+        native.add(site, (tagged, None), (), False, (), None, plan)
+    with pytest.raises(ValueError, match="words: 1 is not a present argument"):
+        native.add(site, (x, None), (), False, (1,), None, plan)
+    with pytest.raises(ValueError, match="tuple of arguments"):
+        native.add(site, (x,), (), False, (), None, plan)
+    with pytest.raises(ValueError, match="capacity"):
+        native.site(0)
+    assert native.size(site) == 0
+
+
+def test_serve_checks_hooks_then_launches_on_the_current_device_and_stream(native,
+                                                                           monkeypatch):
+    """Launch hooks set (profilers): no plan is served and the device is not asked; otherwise
+    the stream is the current device's, and a plan compiled for another device declines."""
+    site, plan, x = _site_with(native, monkeypatch)  # compiled for device 0
+    asked = []
+
+    def device():
+        asked.append("device")
+        return 7
+
+    def stream(index):
+        asked.append(index)
+        return 0
+
+    native.add(site, (x, None), (), False, (), None, plan)
+    hooked = SimpleNamespace(launch_enter_hook=SimpleNamespace(calls=[print]),
+                             launch_exit_hook=None)
+    native.configure(_overrides(), hooked, device, stream)
+    assert native.serve(site, (x, None), ()) is None and not asked
+    hooked.launch_enter_hook.calls.clear()  # an empty chain: unset
+    native.configure(_overrides(), hooked, device, stream)
+    assert native.serve(site, (x, None), ()) is None and asked == ["device", 7]
+    with L.force_config(L.ScanConfig(1, 16, 1, 1)):
+        assert native.serve(site, (x, None), ()) is None and len(asked) == 2
+
+    def broken():
+        raise RuntimeError("no device")
+
+    native.configure(_overrides(), None, broken, stream)
+    with pytest.raises(RuntimeError, match="no device"):
+        native.serve(site, (x, None), ())
+
+
+def test_native_plans_join_their_ops_site(native, monkeypatch):
+    """The repeat that makes a plan native puts it in its op's site under the call's metadata
+    and scalars; later calls find it there, and the Python plan serves where it declines."""
+    class Job:
+        def launch_pointers(self, pointers):
+            return True
+
+        def launch_values(self, pointers):
+            signature = ["*fp32"] * (len(pointers) + 2) + ["i32"]
+            return _compiled(signature), (1, 1, 1), (*pointers, pointers[-1], pointers[-1], 9)
+
+    make_plan = N.make_plan
+    monkeypatch.setattr(N, "ENABLED", True)
+    monkeypatch.setattr(N._State, "module", native)
+    monkeypatch.setattr(N, "make_plan", lambda *a: make_plan(*a[:-1], 99))  # not this device
+    monkeypatch.setattr(_plan.D, "_hooks_set", lambda: False)
+    monkeypatch.setattr(_plan.D, "current_device", lambda: 0)
+    monkeypatch.setattr(_plan.D, "_raw_stream", lambda device: 0)
+    monkeypatch.setattr(_plan, "_PLANS", {})
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    plan, found = _plan.lookup("op", (a, b), (0.5, -1))
+    _plan._remember(found, lambda matches: _plan.Plan(Job(), 0, None, 1, (0, 1, 2), False,
+                                                      matches, ("op", (0.5, -1), ())))
+    plan = _plan.lookup("op", (a, b), (0.5, -1))[0]
+    assert plan((a, b)) is not None and plan.native and "op" in _plan._SITES
+    site = _plan._SITES["op"].args[0]
+    assert native.lookup(site, (b.clone(), a), (0.5, -1)) is plan
+    assert native.lookup(site, (b.clone(), a), (0.5, 1)) is None
+    assert _plan.repeat("op", (b, a), (0.5, -1)) is None  # compiled for device 99: declined
+    out, key = _plan.planned("op", (b, a), (0.5, -1))
+    assert isinstance(out, torch.Tensor) and out.shape == b.shape and key is not None
+    _plan.clear()
+    assert not _plan._SITES and not _plan._PLANS
+
+
+def _overrides():
+    return (L._FORCED_CONFIG, L._FORCED_PREFETCH, L._FORCED_WORDS, L._FORCED_ALIGNMENT)
+
+
+def _served_by_sites(monkeypatch):
+    """From now on a Python plan serving a call fails the test."""
+    def refuse(plan, args):
+        raise AssertionError("a Python plan served a call its native site should have")
+    monkeypatch.setattr(_plan.Plan, "__call__", refuse)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", LAYOUTS[:2], ids=lambda lay: lay.name)
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_sites_serve_repeats_on_new_tensors(est, layout, native_plans, monkeypatch):
+    """Once native, a call on new tensors of the same metadata is found and launched in C++
+    (no Python plan runs) and reads those tensors."""
+    def inputs(seed):
+        return layout.apply(make_inputs(300, 50, device="cuda", seed=seed))
+    _repeats(lambda: est.call(P, inputs(8), time_dim=layout.time_dim))
+    assert _plan._SITES, "no plan joined a site"
+    _served_by_sites(monkeypatch)
+    got = est.call(P, inputs(9), time_dim=layout.time_dim)
+    for g, w in zip(outputs(got), outputs(est.call(ref, make_inputs(300, 50, seed=9)))):
+        assert_close(est.name, layout.back(g).cpu(), w, TOL[torch.float32])
+
+
+@pytest.mark.gpu
+def test_sites_leave_grad_mode_and_overrides_to_the_python_path(native_plans, monkeypatch):
+    """A plan recorded for arguments that require grad serves only under no_grad; under grad
+    mode the registered op runs (outputs with a graph), and forced tiles take the full path."""
+    d = make_inputs(256, 64, device="cuda", seed=3)
+    r = d["r"].clone().requires_grad_()
+    with torch.no_grad():
+        _repeats(lambda: P.compute_gae(r, d["v"], d["term"]))
+    assert _plan._SITES
+    want = ref.compute_gae(d["r"].cpu(), d["v"].cpu(), d["term"].cpu())
+    out = P.compute_gae(r, d["v"], d["term"])
+    assert out.grad_fn is not None
+    _served_by_sites(monkeypatch)
+    with torch.no_grad():
+        served = P.compute_gae(r, d["v"], d["term"])
+        with L.force_config(L.ScanConfig(16, 64, 4, 64)):
+            forced = P.compute_gae(r, d["v"], d["term"])
+    for got in (out.detach(), served, forced):
+        assert_close("gae", got.cpu(), want, TOL[torch.float32])
+
+
+@pytest.mark.gpu
+def test_sites_leave_hooked_launches_to_triton(native_plans):
+    """With a Triton launch hook set (a profiler), repeats go through Triton's launcher, which
+    calls the hook."""
+    from paper_repro.kernels import _direct as D
+
+    d = make_inputs(512, 32, device="cuda", seed=4)
+    _repeats(lambda: P.compute_discounted_returns(d["r"], d["term"], gamma=0.9))
+    assert _plan._SITES
+    seen = []
+    chain = D._knobs.runtime.launch_enter_hook
+    hook = seen.append
+    chain.add(hook)
+    try:
+        got = P.compute_discounted_returns(d["r"], d["term"], gamma=0.9)
+    finally:
+        chain.remove(hook)
+    assert seen, "the hook was not called"
+    want = ref.compute_discounted_returns(d["r"].cpu(), d["term"].cpu(), gamma=0.9)
+    assert_close("discounted", got.cpu(), want, TOL[torch.float32])

@@ -23,16 +23,24 @@ PLANNED = [*LAYOUTS[:3], TRANSPOSED]
 
 @pytest.fixture
 def hits(monkeypatch):
-    """An empty plan cache, the Triton path, and the list of calls a plan served."""
+    """An empty plan cache, the Triton path, and the list of calls a plan served (a Python plan
+    or, on the GPU, a native one through its op's site)."""
     monkeypatch.setattr(_plan, "_PLANS", {})
     served = []
-    call = _plan.Plan.__call__
+    call, repeat = _plan.Plan.__call__, _plan.repeat
 
     def counted(plan, args):
         served.append(plan)
         return call(plan, args)
 
+    def counted_repeat(*args):
+        out = repeat(*args)
+        if out is not None:
+            served.append("site")
+        return out
+
     monkeypatch.setattr(_plan.Plan, "__call__", counted)
+    monkeypatch.setattr(_plan, "repeat", counted_repeat)
     with L.cpu_backend("triton") if DEVICE == "cpu" else contextlib.nullcontext():
         yield served
 

@@ -46,12 +46,12 @@ def stubbed_launch(device: str):
 @contextlib.contextmanager
 def without_plans():
     """Every call takes the full host path (no plan is looked up or recorded)."""
-    saved = _plan.lookup
-    _plan.lookup = lambda *args: (None, None)
+    saved = _plan.lookup, _plan.repeat
+    _plan.lookup, _plan.repeat = (lambda *args: (None, None)), (lambda *args: None)
     try:
         yield
     finally:
-        _plan.lookup = saved
+        _plan.lookup, _plan.repeat = saved
 
 
 def us_per_call(call, calls: int, trials: int, sync=lambda: None) -> float:

@@ -2,10 +2,11 @@
 
 ``python -m paper_repro.bench.native_ab [--shapes 4096x128 ...] [--rounds 3] [--out FILE]``
 (CUDA only) writes one row per shape, case, round and arm, fp32 plain variants of every op in
-both layouts: ``python`` makes plans that never go native, ``native`` plans that do once the
-module is loaded. Arms alternate within a round. Before any timing each case is gated: the
-native arm's outputs must equal the Python arm's bit for bit (the same compiled kernel) and
-its plan must have gone native (``native`` = 1).
+both layouts. Arms: ``python`` makes plans that never go native; ``native`` plans that do once
+the module is loaded, found by the Python lookup; ``site`` native plans found and launched by
+their op's site in one C++ call (the default path). Arms rotate within a round. Before any
+timing each case is gated: every arm's outputs must equal the Python arm's bit for bit (the
+same compiled kernel), and the native arms' plans must have gone native (``native`` = 1).
 
 * ``launched_us``: back-to-back calls, wall time a call (the host rate);
 * ``full_call_us``: the suites' event-timed call (``timing.full_call_ms``).
@@ -27,35 +28,41 @@ from paper_repro.kernels import _native as N
 from paper_repro.kernels import _plan
 
 COLUMNS = ["shape", "case", "round", "arm", "native", "launched_us", "full_call_us"]
+ARMS = ("python", "native", "site")
+_REPEAT = _plan.repeat
 SHAPES = ["4096x128", "4096x8", "32768x8", "4096x32", "32768x32"]
 
 
-def arm(native: bool) -> None:
-    """Plans made from now on go native (or never); no plan is kept from before."""
-    N.ENABLED = native
-    _plan._PLANS.clear()
+def arm(name: str) -> None:
+    """Plans made from now on go native (or never) and are served by sites (or not); no plan
+    is kept from before."""
+    N.ENABLED = name != "python"
+    _plan.repeat = _REPEAT if name == "site" else (lambda *args: None)
+    _plan.clear()
 
 
 def outputs(result) -> tuple:
     return result if isinstance(result, tuple) else (result,)
 
 
-def warmed(call, native: bool):
-    """The arm's outputs once its plan is recorded, launched directly and (native) made native;
-    and whether a plan of the case went native."""
-    arm(native)
+def warmed(call, name: str):
+    """The arm's outputs once its plan is recorded, launched directly and (native arms) made
+    native; and whether a plan of the case went native (``site``: joined a site)."""
+    arm(name)
     for _ in range(4):
         result = call()
     torch.cuda.synchronize()
     went = any(p.native for plans in _plan._PLANS.values() for p in plans)
-    return outputs(result), went
+    return outputs(result), went and (name != "site" or bool(_plan._SITES))
 
 
 def gate(call) -> bool:
-    python, _ = warmed(call, False)
-    native, went = warmed(call, True)
-    same = all(torch.equal(a, b) for a, b in zip(python, native))
-    return same and went
+    python, _ = warmed(call, "python")
+    ok = True
+    for name in ARMS[1:]:
+        got, went = warmed(call, name)
+        ok = ok and went and all(torch.equal(a, b) for a, b in zip(python, got))
+    return ok
 
 
 def rows(shapes: list, rounds: int, calls: int):
@@ -66,21 +73,21 @@ def rows(shapes: list, rounds: int, calls: int):
                 continue
             ok = gate(call)
             for r in range(rounds):
-                for native in (r % 2 == 1, r % 2 == 0):
-                    _, went = warmed(call, native)
+                for name in ARMS[r % 3:] + ARMS[:r % 3]:
+                    _, went = warmed(call, name)
                     launched = us_per_call(call, calls, 5, torch.cuda.synchronize)
                     full = 1e3 * timing.full_call_ms(call, n_iter=200).ms
-                    yield {"shape": shape, "case": label, "round": r,
-                           "arm": "native" if native else "python",
+                    yield {"shape": shape, "case": label, "round": r, "arm": name,
                            "native": int(went and ok), "launched_us": f"{launched:.2f}",
                            "full_call_us": f"{full:.2f}"}
+    arm("site")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m paper_repro.bench.native_ab",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="*", default=SHAPES, help="NUM_ENVSxSEQ_LEN")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--out", help="CSV file (default: stdout)")
     args = parser.parse_args(argv)

@@ -1,17 +1,22 @@
-// A launch plan's repeat in C++: allocate the outputs, read the tensors' addresses into the
-// compiled Triton kernel's parameter block and launch it through the driver (cuLaunchKernel),
-// with no Python between the call and the launch. Built and loaded by _native.py.
+// A launch plan's repeat in C++: find the plan recorded for a call's scalars and tensor
+// metadata (a site: one public op's native plans), allocate the outputs, read the tensors'
+// addresses into the compiled Triton kernel's parameter block and launch it through the driver
+// (cuLaunchKernel), with no Python between the call and the launch. Built by _native.py.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <dlfcn.h>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_like.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 namespace {
@@ -185,8 +190,38 @@ Plan* unpack(PyObject* capsule, PyObject* args) {
   return plan;
 }
 
-// run(plan, args, device, stream) -> outputs, or None where the plan does not apply (another
+// The plan's outputs, launched on ``stream``; None where the plan does not apply (another
 // device or context, no context yet on this thread, another pointer alignment).
+PyObject* launch(const Plan& plan, PyObject* args, long device, void* stream) {
+  Driver& d = driver();
+  CUcontext context = nullptr;
+  int context_device = -1;
+  if (device != plan.device || !d.ready() || d.current(&context) != 0 || context == nullptr ||
+      d.device(&context_device) != 0 || context_device != plan.device)
+    Py_RETURN_NONE;
+  at::Tensor outs[kMaxOutputs];
+  alignas(16) unsigned char block[kMaxBytes];
+  void* params[kMaxParams];
+  try {
+    if (!prepare(plan, args, outs, block)) Py_RETURN_NONE;
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  for (size_t i = 0; i < plan.offsets.size(); ++i) params[i] = block + plan.offsets[i];
+  CUresult status = d.launch(plan.function, plan.grid[0], plan.grid[1], plan.grid[2],
+                             plan.block, 1, 1, plan.shared, stream, params, nullptr);
+  if (status != 0) {
+    const char* name = nullptr;
+    d.error(status, &name);
+    PyErr_Format(PyExc_RuntimeError, "cuLaunchKernel failed: %s (%d)", name ? name : "?",
+                 status);
+    return nullptr;
+  }
+  return result(plan, outs);
+}
+
+// run(plan, args, device, stream) -> outputs, or None where the plan does not apply.
 PyObject* run(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
   if (argc != 4) {
     PyErr_SetString(PyExc_TypeError, "run(plan, args, device, stream)");
@@ -197,32 +232,7 @@ PyObject* run(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
   long device = PyLong_AsLong(argv[2]);
   void* stream = PyLong_AsVoidPtr(argv[3]);
   if (PyErr_Occurred()) return nullptr;
-  Driver& d = driver();
-  CUcontext context = nullptr;
-  int context_device = -1;
-  if (device != plan->device || !d.ready() || d.current(&context) != 0 || context == nullptr ||
-      d.device(&context_device) != 0 || context_device != plan->device)
-    Py_RETURN_NONE;
-  at::Tensor outs[kMaxOutputs];
-  alignas(16) unsigned char block[kMaxBytes];
-  void* params[kMaxParams];
-  try {
-    if (!prepare(*plan, argv[1], outs, block)) Py_RETURN_NONE;
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return nullptr;
-  }
-  for (size_t i = 0; i < plan->offsets.size(); ++i) params[i] = block + plan->offsets[i];
-  CUresult status = d.launch(plan->function, plan->grid[0], plan->grid[1], plan->grid[2],
-                             plan->block, 1, 1, plan->shared, stream, params, nullptr);
-  if (status != 0) {
-    const char* name = nullptr;
-    d.error(status, &name);
-    PyErr_Format(PyExc_RuntimeError, "cuLaunchKernel failed: %s (%d)", name ? name : "?",
-                 status);
-    return nullptr;
-  }
-  return result(*plan, outs);
+  return launch(*plan, argv[1], device, stream);
 }
 
 // packed(plan, args) -> (outputs, parameter block as bytes or None): ``run`` without the launch.
@@ -247,6 +257,297 @@ PyObject* packed(PyObject*, PyObject* args) {
                        static_cast<Py_ssize_t>(plan->block_bytes.size()));
 }
 
+// ---- Sites: one public op's native plans, each found by its call's scalars and metadata ----
+
+// What a plan's tensor argument must repeat: torch's tensor guard's checks (exact type, shape,
+// strides, dtype, device, requires_grad, dispatch keys under the thread's included/excluded).
+struct Meta {
+  bool present = false;
+  std::vector<int64_t> sizes, strides;
+  at::ScalarType dtype = at::ScalarType::Undefined;
+  c10::Device device{c10::kCPU};
+  bool requires_grad = false;
+  uint64_t keys = 0;
+};
+
+uint64_t dispatch_keys(const at::Tensor& t) {
+  c10::impl::LocalDispatchKeySet local = c10::impl::tls_local_dispatch_key_set();
+  return ((t.key_set() | local.included_) - local.excluded_).raw_repr();
+}
+
+bool same_meta(const Meta& m, PyObject* obj) {
+  if (!m.present) return obj == Py_None;
+  if (!THPVariable_CheckExact(obj)) return false;
+  const at::Tensor& t = THPVariable_Unpack(obj);
+  return t.dim() == static_cast<int64_t>(m.sizes.size()) && t.scalar_type() == m.dtype &&
+         t.device() == m.device && t.requires_grad() == m.requires_grad &&
+         t.sizes().equals(m.sizes) && t.strides().equals(m.strides) &&
+         dispatch_keys(t) == m.keys;
+}
+
+// Scalars repeat when each has the recorded exact type and compares equal (as the Python
+// plans' key: True == 1.0 but their types differ).
+bool same_scalars(PyObject* recorded, PyObject* scalars) {
+  Py_ssize_t n = PyTuple_GET_SIZE(recorded);
+  if (!PyTuple_Check(scalars) || PyTuple_GET_SIZE(scalars) != n) return false;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject *a = PyTuple_GET_ITEM(recorded, i), *b = PyTuple_GET_ITEM(scalars, i);
+    if (a == b) continue;
+    if (Py_TYPE(a) != Py_TYPE(b)) return false;
+    if (PyFloat_CheckExact(a)) {
+      if (PyFloat_AS_DOUBLE(a) != PyFloat_AS_DOUBLE(b)) return false;
+      continue;
+    }
+    int equal = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (equal < 0) PyErr_Clear();
+    if (equal != 1) return false;
+  }
+  return true;
+}
+
+struct Entry {
+  PyObject* scalars = nullptr;  // the recorded call's scalars (a tuple)
+  PyObject* owner = nullptr;    // the Python plan: keeps the compiled kernel loaded
+  PyObject* capsule = nullptr;  // the native plan
+  std::vector<Meta> args;
+  std::vector<Py_ssize_t> words;  // arguments read as 64-bit words: 8-byte aligned
+  bool grad = false;              // an argument requires grad: not under grad mode
+  ~Entry() {
+    Py_XDECREF(scalars);
+    Py_XDECREF(owner);
+    Py_XDECREF(capsule);
+  }
+  bool matches(PyObject* call_args, PyObject* call_scalars) const {
+    if (PyTuple_GET_SIZE(call_args) != static_cast<Py_ssize_t>(args.size()) ||
+        !same_scalars(scalars, call_scalars))
+      return false;
+    for (size_t i = 0; i < args.size(); ++i)
+      if (!same_meta(args[i], PyTuple_GET_ITEM(call_args, i))) return false;
+    for (Py_ssize_t i : words) {
+      auto address = reinterpret_cast<std::uintptr_t>(
+          THPVariable_Unpack(PyTuple_GET_ITEM(call_args, i)).data_ptr());
+      if (address % 8 != 0) return false;
+    }
+    return !(grad && c10::GradMode::is_enabled());
+  }
+};
+
+struct Site {
+  std::vector<std::unique_ptr<Entry>> entries;  // newest or last found first
+  size_t capacity = 16;
+};
+
+const char* kSiteCapsule = "paper_repro.native_site";
+
+// Set once by configure(): where plans are off (lists whose item is not None: forced tiles or
+// prefetch), Triton's launch hooks, torch's current device and raw stream.
+struct Config {
+  PyObject* overrides = nullptr;  // tuple of one-item lists
+  PyObject* hooks = nullptr;      // Triton's runtime knobs (launch_enter/exit_hook), or None
+  PyObject* device = nullptr;     // () -> int
+  PyObject* stream = nullptr;     // (int) -> int
+} config;
+
+void destroy_site(PyObject* capsule) {
+  delete static_cast<Site*>(PyCapsule_GetPointer(capsule, kSiteCapsule));
+}
+
+Site* unpack_site(PyObject* capsule) {
+  return static_cast<Site*>(PyCapsule_GetPointer(capsule, kSiteCapsule));
+}
+
+// The entry matching the call, moved to the front; null on a miss (with no error set).
+Entry* find(Site& site, PyObject* args, PyObject* scalars) {
+  if (!PyTuple_Check(args)) return nullptr;
+  for (size_t i = 0; i < site.entries.size(); ++i) {
+    bool hit;
+    try {
+      hit = site.entries[i]->matches(args, scalars);
+    } catch (const std::exception&) {  // e.g. symbolic sizes: the Python path decides
+      hit = false;
+    }
+    if (!hit) continue;
+    if (i > 0) std::rotate(site.entries.begin(), site.entries.begin() + i,
+                           site.entries.begin() + i + 1);
+    return site.entries[0].get();
+  }
+  return nullptr;
+}
+
+bool overridden() {
+  if (config.overrides == nullptr) return true;  // not configured: never serve
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(config.overrides); ++i)
+    if (PyList_GET_ITEM(PyTuple_GET_ITEM(config.overrides, i), 0) != Py_None) return true;
+  return false;
+}
+
+// Whether a Triton launch hook is set (profilers): -1 on error.
+int hooked() {
+  if (config.hooks == Py_None) return 0;
+  for (const char* name : {"launch_enter_hook", "launch_exit_hook"}) {
+    PyObject* hook = PyObject_GetAttrString(config.hooks, name);
+    if (hook == nullptr) return -1;
+    int active = 0;
+    if (hook != Py_None) {
+      PyObject* calls = PyObject_GetAttrString(hook, "calls");
+      if (calls == nullptr) {
+        PyErr_Clear();
+        active = 1;  // a plain callable
+      } else {
+        active = PyObject_IsTrue(calls);
+        Py_DECREF(calls);
+      }
+    }
+    Py_DECREF(hook);
+    if (active != 0) return active;
+  }
+  return 0;
+}
+
+// configure(overrides, hooks, device, stream) -> None
+PyObject* configure(PyObject*, PyObject* args) {
+  PyObject *overrides, *hooks, *device, *stream;
+  if (!PyArg_ParseTuple(args, "O!OOO", &PyTuple_Type, &overrides, &hooks, &device, &stream))
+    return nullptr;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(overrides); ++i) {
+    PyObject* item = PyTuple_GET_ITEM(overrides, i);
+    if (!PyList_Check(item) || PyList_GET_SIZE(item) != 1) {
+      PyErr_SetString(PyExc_TypeError, "overrides must be one-item lists");
+      return nullptr;
+    }
+  }
+  if (!PyCallable_Check(device) || !PyCallable_Check(stream)) {
+    PyErr_SetString(PyExc_TypeError, "device and stream must be callables");
+    return nullptr;
+  }
+  for (PyObject* o : {overrides, hooks, device, stream}) Py_INCREF(o);
+  Py_XDECREF(config.overrides);
+  Py_XDECREF(config.hooks);
+  Py_XDECREF(config.device);
+  Py_XDECREF(config.stream);
+  config = Config{overrides, hooks, device, stream};
+  Py_RETURN_NONE;
+}
+
+// site(capacity) -> an empty site
+PyObject* site(PyObject*, PyObject* args) {
+  Py_ssize_t capacity;
+  if (!PyArg_ParseTuple(args, "n", &capacity)) return nullptr;
+  if (capacity < 1) {
+    PyErr_SetString(PyExc_ValueError, "capacity must be positive");
+    return nullptr;
+  }
+  auto s = std::make_unique<Site>();
+  s->capacity = static_cast<size_t>(capacity);
+  return PyCapsule_New(s.release(), kSiteCapsule, destroy_site);
+}
+
+// add(site, args, scalars, grad, words, owner, plan) -> None: ``plan`` serves later calls whose
+// scalars and tensor metadata are those of this call; the oldest entry beyond capacity goes.
+PyObject* add(PyObject*, PyObject* args) {
+  PyObject *capsule, *call_args, *scalars, *words, *owner, *plan_capsule;
+  int grad;
+  if (!PyArg_ParseTuple(args, "OO!O!pOOO", &capsule, &PyTuple_Type, &call_args, &PyTuple_Type,
+                        &scalars, &grad, &words, &owner, &plan_capsule))
+    return nullptr;
+  Site* s = unpack_site(capsule);
+  auto* plan = static_cast<Plan*>(PyCapsule_GetPointer(plan_capsule, kCapsule));
+  if (s == nullptr || plan == nullptr) return nullptr;
+  if (PyTuple_GET_SIZE(call_args) != plan->n_args) {
+    PyErr_SetString(PyExc_ValueError, "args must be the plan's tuple of arguments");
+    return nullptr;
+  }
+  auto entry = std::make_unique<Entry>();
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(call_args); ++i) {
+    PyObject* obj = PyTuple_GET_ITEM(call_args, i);
+    Meta m;
+    if (obj != Py_None) {
+      if (!THPVariable_CheckExact(obj)) {
+        PyErr_Format(PyExc_TypeError, "argument %zd is neither None nor a plain tensor", i);
+        return nullptr;
+      }
+      const at::Tensor& t = THPVariable_Unpack(obj);
+      m.present = true;
+      m.sizes = t.sizes().vec();
+      m.strides = t.strides().vec();
+      m.dtype = t.scalar_type(), m.device = t.device(), m.requires_grad = t.requires_grad();
+      m.keys = dispatch_keys(t);
+    }
+    entry->args.push_back(std::move(m));
+  }
+  PyObject* fast = PySequence_Fast(words, "words must be a sequence of argument indices");
+  if (fast == nullptr) return nullptr;
+  for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(fast); ++k) {
+    Py_ssize_t i = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(fast, k));
+    if (i == -1 && PyErr_Occurred()) break;
+    if (i < 0 || i >= plan->n_args || !entry->args[i].present) {
+      PyErr_Format(PyExc_ValueError, "words: %zd is not a present argument", i);
+      break;
+    }
+    entry->words.push_back(i);
+  }
+  Py_DECREF(fast);
+  if (PyErr_Occurred()) return nullptr;
+  for (PyObject* o : {scalars, owner, plan_capsule}) Py_INCREF(o);
+  entry->scalars = scalars, entry->owner = owner, entry->capsule = plan_capsule;
+  entry->grad = grad;
+  s->entries.insert(s->entries.begin(), std::move(entry));
+  if (s->entries.size() > s->capacity) s->entries.pop_back();
+  Py_RETURN_NONE;
+}
+
+// lookup(site, args, scalars) -> the owner of the entry this call would use, or None.
+PyObject* lookup(PyObject*, PyObject* args) {
+  PyObject *capsule, *call_args, *scalars;
+  if (!PyArg_ParseTuple(args, "OOO", &capsule, &call_args, &scalars)) return nullptr;
+  Site* s = unpack_site(capsule);
+  if (s == nullptr) return nullptr;
+  Entry* e = overridden() ? nullptr : find(*s, call_args, scalars);
+  if (e == nullptr) Py_RETURN_NONE;
+  Py_INCREF(e->owner);
+  return e->owner;
+}
+
+// serve(site, args, scalars) -> outputs of the plan recorded for this call, or None (no plan,
+// overrides or hooks set, or the plan declined): the whole repeat of a public call.
+PyObject* serve(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
+  if (argc != 3) {
+    PyErr_SetString(PyExc_TypeError, "serve(site, args, scalars)");
+    return nullptr;
+  }
+  Site* s = unpack_site(argv[0]);
+  if (s == nullptr) return nullptr;
+  if (overridden()) Py_RETURN_NONE;
+  Entry* e = find(*s, argv[1], argv[2]);
+  if (e == nullptr) Py_RETURN_NONE;
+  int hooks = hooked();
+  if (hooks != 0) {
+    if (hooks < 0) return nullptr;
+    Py_RETURN_NONE;
+  }
+  PyObject* device = PyObject_CallNoArgs(config.device);
+  if (device == nullptr) return nullptr;
+  long index = PyLong_AsLong(device);
+  PyObject* stream = index == -1 && PyErr_Occurred() ? nullptr
+                                                     : PyObject_CallOneArg(config.stream, device);
+  Py_DECREF(device);
+  if (stream == nullptr) return nullptr;
+  void* raw = PyLong_AsVoidPtr(stream);
+  Py_DECREF(stream);
+  if (PyErr_Occurred()) return nullptr;
+  PyObject* held = e->capsule;  // the calls above ran code: hold the plan, not the entry
+  Py_INCREF(held);
+  PyObject* out = launch(*static_cast<Plan*>(PyCapsule_GetPointer(held, kCapsule)), argv[1],
+                         index, raw);
+  Py_DECREF(held);
+  return out;
+}
+
+PyObject* size(PyObject*, PyObject* capsule) {
+  Site* s = unpack_site(capsule);
+  return s == nullptr ? nullptr : PyLong_FromSize_t(s->entries.size());
+}
+
 PyObject* has_driver(PyObject*, PyObject*) { return PyBool_FromLong(driver().ready()); }
 
 PyMethodDef methods[] = {
@@ -254,6 +555,14 @@ PyMethodDef methods[] = {
     {"run", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(run)), METH_FASTCALL,
      "run(plan, args, device, stream) -> outputs or None"},
     {"packed", packed, METH_VARARGS, "packed(plan, args) -> (outputs, parameter bytes)"},
+    {"configure", configure, METH_VARARGS,
+     "configure(overrides, hooks, device, stream): what serve() checks on every call"},
+    {"site", site, METH_VARARGS, "site(capacity) -> an empty site"},
+    {"add", add, METH_VARARGS, "add(site, args, scalars, grad, words, owner, plan)"},
+    {"lookup", lookup, METH_VARARGS, "lookup(site, args, scalars) -> owner or None"},
+    {"serve", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(serve)), METH_FASTCALL,
+     "serve(site, args, scalars) -> outputs or None"},
+    {"size", size, METH_O, "size(site) -> entries held"},
     {"has_driver", has_driver, METH_NOARGS, "whether libcuda's launch entry points were found"},
     {nullptr, nullptr, 0, nullptr}};
 

@@ -9,10 +9,15 @@ tiles; if it then launched Triton on its arguments' own memory (no copies), the 
 a plan. A repeat allocates the outputs and launches on its own arguments. Data pointers are not
 keyed: the direct launch keys their alignment. Calls that validate, force tiles, prefetch or
 Retrace's words, compile or need gradients neither use nor record plans.
+
+Once a plan has gone native (``_native.py``), later calls with its metadata and scalars are
+served by :func:`repeat` in one C++ call: the op's site checks what the key and the guard check,
+then launches; the Python lookup runs only where the site has no plan for the call.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import operator
 import threading
 
@@ -25,6 +30,8 @@ from paper_repro.kernels import _native as N
 MAX_PLANS = 1024  # keys: one per op, argument types and scalars
 MAX_VARIANTS = 8  # plans under one key: shapes, strides, dtypes and devices, newest first
 _PLANS: dict = {}
+SITE_CAPACITY = 16  # native plans an op's site holds: newest or last served first
+_SITES: dict = {}  # op -> partial(serve, site) of the compiled module
 
 
 def _tensor_guard_factory():
@@ -68,10 +75,10 @@ class Plan:
     (``_native.py``)."""
 
     __slots__ = ("launch", "like", "dtype", "n_outputs", "sources", "pick", "grad", "present",
-                 "spread", "matches", "native")
+                 "spread", "matches", "native", "site")
 
     def __init__(self, launch, like: int, dtype: torch.dtype | None, n_outputs: int,
-                 sources: tuple, grad: bool, matches=lambda args: True):
+                 sources: tuple, grad: bool, matches=lambda args: True, site=None):
         self.launch, self.like, self.dtype, self.n_outputs = launch, like, dtype, n_outputs
         self.matches = matches  # args -> whether their metadata is that of the recorded call
         self.sources, self.pick, self.grad = sources, operator.itemgetter(*sources), grad
@@ -80,6 +87,7 @@ class Plan:
         self.present = operator.itemgetter(*distinct)
         self.spread = operator.itemgetter(*[distinct.index(s) for s in sources])
         self.native = None if N.ENABLED else False  # (run, plan); False: never native
+        self.site = site  # (op, scalars, words) to serve from the op's site once native
 
     def __call__(self, args: tuple):
         native = self.native
@@ -99,6 +107,8 @@ class Plan:
             self.launch(self.pick(tensors))
         elif native is None and N.module() is not None:
             self.native = self._native(pointers, len(args))
+            if self.native and self.site is not None:
+                _enlist(self, args)
         return out if self.n_outputs == 1 else outs
 
     def _native(self, pointers: tuple, n_args: int):
@@ -111,6 +121,46 @@ class Plan:
         plan = N.make_plan(compiled, grid, values, sources, n_args, self.like, self.dtype,
                            self.n_outputs, D.current_device())
         return False if plan is None else (N.module().run, plan)
+
+
+def _enlist(plan: Plan, args: tuple) -> None:
+    """Serve later calls with ``args``' metadata and the plan's scalars from its native plan,
+    through its op's site."""
+    native = N.module()
+    op, scalars, words = plan.site
+    site = _SITES.get(op)
+    if site is None:
+        site = _SITES[op] = functools.partial(native.serve, native.site(SITE_CAPACITY))
+    # what serve() reads on every call, as this module sees it now
+    native.configure((L._FORCED_CONFIG, L._FORCED_PREFETCH, L._FORCED_WORDS,
+                      L._FORCED_ALIGNMENT), D._knobs.runtime if D._knobs else None,
+                     D.current_device, D._raw_stream)
+    native.add(site.args[0], args, scalars, plan.grad, words, plan, plan.native[1])
+
+
+def repeat(op: str, args: tuple, scalars: tuple, validate=False):
+    """The outputs of the native plan recorded for this call of ``op`` (found and launched in
+    C++ by the op's site), or None: then :func:`lookup`."""
+    if validate or torch.compiler.is_compiling() or not N.ENABLED:
+        return None
+    site = _SITES.get(op)
+    return None if site is None else site(args, scalars)
+
+
+def planned(op: str, args: tuple, scalars: tuple, validate=False):
+    """``(outputs, key)`` of a public call: the outputs of the plan recorded for it (native or
+    Python; None where there is none), and the key to record one under (None: never)."""
+    out = repeat(op, args, scalars, validate)
+    if out is not None:
+        return out, None
+    plan, key = lookup(op, args, scalars, validate)
+    return (None, key) if plan is None else (plan(args), key)
+
+
+def clear() -> None:
+    """Forget every plan, Python and native."""
+    _PLANS.clear()
+    _SITES.clear()
 
 
 def _metadata(t):
@@ -132,7 +182,7 @@ def lookup(op: str, tensors: tuple, scalars: tuple, validate=False):
         plans = _PLANS.get(key)
     except (AttributeError, TypeError, RuntimeError):  # not plain tensors: the checks say why
         return None, None
-    found = (key, tensors)
+    found = (key, tensors, op, scalars)
     if plans is None:  # a miss: only plain tensors' calls may record (the checks say why)
         return None, found if all(t is None or isinstance(t, torch.Tensor)
                                   for t in tensors) else None
@@ -165,7 +215,7 @@ def _matcher(tensors: tuple):
 
 def _remember(found, plan_of) -> None:
     """Keep ``plan_of(matches)`` for the call ``found`` by :func:`lookup`, newest first."""
-    key, tensors = found
+    key, tensors = found[:2]
     plans = _PLANS.get(key)
     if plans is None:
         if len(_PLANS) >= MAX_PLANS:  # one entry per op and scalars: bound it for sweeps
@@ -213,15 +263,16 @@ def launch(job, pointers: tuple, args: tuple, outputs: tuple, order: tuple | Non
     dtype = outputs[0].tensor.dtype
     sources = (*[n if args[i] is None else i for i in order], *range(n, n + len(outputs)))
     grad = any(a is not None and a.requires_grad for a in args)
+    words = tuple(i for i in words if args[i] is not None)
+    site = (found[2], found[3], words)
     _remember(found, lambda matches: Plan(job, like, None if dtype == args[like].dtype else
                                           dtype, len(outputs), sources, grad,
-                                          _aligned(matches, words, args)))
+                                          _aligned(matches, words), site))
 
 
-def _aligned(matches, words: tuple, args: tuple):
-    """``matches``, and the arguments at ``words`` (those present) 8-byte aligned."""
-    present = [i for i in words if args[i] is not None]
-    if not present:
+def _aligned(matches, words: tuple):
+    """``matches``, and the arguments at ``words`` 8-byte aligned."""
+    if not words:
         return matches
-    return lambda a: matches(a) and not any(a[i].data_ptr() % 8 for i in present)
+    return lambda a: matches(a) and not any(a[i].data_ptr() % 8 for i in words)
 

@@ -841,9 +841,9 @@ def affine_scan(alpha, beta, *, reverse=True, initial=None, time_dim=-1):
         tensor([[1.7500, 1.5000, 1.0000]])
     """
     args = (alpha, beta, initial)
-    plan, key = P.lookup("affine_scan", args, (reverse, time_dim))
-    if plan is not None:
-        return plan(args)
+    out, key = P.planned("affine_scan", args, (reverse, time_dim))
+    if out is not None:
+        return out
     L.check_tensor("alpha", alpha)
     L.check_tensor("beta", beta, like=alpha)
     if not isinstance(reverse, bool):

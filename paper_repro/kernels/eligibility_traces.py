@@ -106,9 +106,9 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
 def decayed_sum(name, x, dones, decay, seed_values, previous_done, time_dim, validate):
     """Shared body of eligibility traces and the episodic prefix sum."""
     args = (x, dones, seed_values)
-    plan, key = P.lookup("decayed_sum", args, (decay, previous_done, time_dim), validate)
-    if plan is not None:
-        return plan(args)
+    out, key = P.planned("decayed_sum", args, (decay, previous_done, time_dim), validate)
+    if out is not None:
+        return out
     L.check_tensor(name, x)
     L.check_tensor("dones", dones, like=x, flag=True)
     axis = L.time_axis(x, time_dim)

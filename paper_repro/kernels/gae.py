@@ -179,9 +179,9 @@ def compute_gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambd
         tensor([[8., 7., 5.]])
     """
     args = (rewards, values, terminateds, truncateds, bootstrap_values, last_value)
-    plan, key = P.lookup("gae", args, (gamma, lambda_, time_dim), validate)
-    if plan is not None:
-        return plan(args)
+    out, key = P.planned("gae", args, (gamma, lambda_, time_dim), validate)
+    if out is not None:
+        return out
     L.check_tensor("rewards", rewards)
     L.check_tensor("values", values, like=rewards)
     L.check_tensor("terminateds", terminateds, like=rewards, flag=True)

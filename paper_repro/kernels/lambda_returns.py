@@ -124,9 +124,9 @@ def returns(rewards, next_values, terminateds, truncateds, gamma, lambda_, boots
             time_dim, validate):
     """Shared body of ``compute_lambda_returns`` and ``compute_discounted_returns``."""
     args = (rewards, next_values, terminateds, truncateds, bootstrap_values)
-    plan, key = P.lookup("returns", args, (gamma, lambda_, time_dim), validate)
-    if plan is not None:
-        return plan(args)
+    out, key = P.planned("returns", args, (gamma, lambda_, time_dim), validate)
+    if out is not None:
+        return out
     L.check_tensor("rewards", rewards)
     L.check_tensor("next_values", next_values, like=rewards, optional=True)
     L.check_tensor("terminateds", terminateds, like=rewards, flag=True)

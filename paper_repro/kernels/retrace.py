@@ -338,7 +338,11 @@ def compute_retrace(action_probs_target, action_probs_behavior, q_values, next_q
     """
     args = (action_probs_target, action_probs_behavior, q_values, next_q_values_all, actions,
             rewards, terminateds, truncateds, next_action_probs_target)
-    plan, key = P.lookup("retrace", args, (gamma, lambda_, c_bar, rho_bar, time_dim), validate)
+    scalars = (gamma, lambda_, c_bar, rho_bar, time_dim)
+    out = P.repeat("retrace", args, scalars, validate)
+    if out is not None:  # a native plan served it
+        return out
+    plan, key = P.lookup("retrace", args, scalars, validate)
     if plan is not None:
         if not rewards.is_cuda:  # as _retrace: values are checked on the CPU
             _check_values(action_probs_behavior, actions, action_probs_target.shape[-1])

@@ -155,9 +155,9 @@ def compute_vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds,
     """
     args = (log_pi_target, log_pi_behavior, values, rewards, terminateds, truncateds,
             bootstrap_values, last_value)
-    plan, key = P.lookup("vtrace", args, (gamma, rho_bar, c_bar, time_dim), validate)
-    if plan is not None:
-        return plan(args)
+    out, key = P.planned("vtrace", args, (gamma, rho_bar, c_bar, time_dim), validate)
+    if out is not None:
+        return out
     L.check_tensor("log_pi_target", log_pi_target)
     for name, x in (("log_pi_behavior", log_pi_behavior), ("values", values),
                     ("rewards", rewards)):
