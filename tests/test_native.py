@@ -494,3 +494,24 @@ def test_sites_leave_hooked_launches_to_triton(native_plans):
     assert seen, "the hook was not called"
     want = ref.compute_discounted_returns(d["r"].cpu(), d["term"].cpu(), gamma=0.9)
     assert_close("discounted", got.cpu(), want, TOL[torch.float32])
+
+
+def test_native_outputs_repeat_empty_likes_layout(native, monkeypatch):
+    """After the first call, outputs for a like-argument of the same layout are allocated
+    without the dispatcher, with empty_like's sizes, strides, dtype and flags; another layout
+    goes back through empty_like."""
+    a = torch.randn(4, 8).t()
+    plan = _plan_for(native, monkeypatch, (a,), [0, 1, 2], dtype=torch.float64, n_outputs=2)
+    other = torch.randn(8, 4)
+    for like in (a, a.clone(), other, a.clone(), a.clone()):
+        want = torch.empty_like(like, dtype=torch.float64)
+        outs, block = native.packed(plan, (like,))
+        assert block is not None and outs[0].data_ptr() != outs[1].data_ptr()
+        for out in outs:
+            assert (out.shape, out.stride(), out.dtype, out.device) == \
+                (want.shape, want.stride(), want.dtype, want.device)
+            assert not out.requires_grad and out.storage_offset() == 0 and out.is_leaf
+            assert out.untyped_storage().nbytes() == want.untyped_storage().nbytes()
+    with torch.inference_mode():
+        assert all(out.is_inference() for out in native.packed(plan, (a,))[0])
+    assert not any(out.is_inference() for out in native.packed(plan, (a,))[0])
