@@ -833,3 +833,41 @@ def test_call_parts_captures_the_direct_launch(monkeypatch):
     if not torch.cuda.is_available():
         with pytest.raises(SystemExit):
             C.main([])
+
+
+def test_full_calls_take_their_trials_in_turn(monkeypatch):
+    """A cell's providers alternate trial by trial; each keeps the fastest of its own trial
+    medians; one call alone is the plain full call."""
+    from paper_repro.bench import timing
+
+    medians = {"a": iter([3.0, 1.0, 2.0]), "b": iter([5.0, 4.0, 6.0])}
+    order = []
+
+    def trial(call, n_iter):
+        order.append(call.__name__)
+        return next(medians[call.__name__])
+
+    def a():
+        pass
+
+    def b():
+        pass
+    monkeypatch.setattr(timing, "_estimate_seconds", lambda call, device: 1e-5)
+    monkeypatch.setattr(timing, "_full_call_trial", trial)
+    timed = timing.full_call_interleaved({"a": a, "b": b}, n_iter=50, trials=3)
+    assert order == ["a", "b"] * 3
+    assert (timed["a"].ms, timed["b"].ms) == (1.0, 4.0)
+    assert timed["a"].trials == [3.0, 1.0, 2.0] and timed["b"].n_iter == 50
+    assert {t.method for t in timed.values()} == {"cuda-events-interleaved"}
+    medians["a"] = iter([2.0, 7.0])
+    alone = timing.full_call_ms(a, n_iter=50, trials=2)
+    assert (alone.ms, alone.method) == (2.0, "cuda-events")
+
+
+@pytest.mark.gpu
+def test_suite_full_calls_are_interleaved_across_providers(tmp_path):
+    rows = Runner(SUITES["short"], tmp_path, quick=True, providers=("ours", "doubling-eager"),
+                  progress=False).run()
+    full = [r for r in rows if r["metric"] == "full_call"]
+    assert {r["implementation"] for r in full} == {"ours", "doubling-eager"}
+    assert all(r["status"] == "ok" and r["method"] == "cuda-events-interleaved" for r in full)

@@ -60,6 +60,7 @@ class Runner:
         self.trials = 3 if quick else suite.trials
         self.trial_seconds = 0.15 if quick else suite.trial_seconds
         self.finished = True
+        self._full_call_pending = {}  # provider -> (call, n_iter, base row, measured)
 
     @property
     def path(self):
@@ -96,12 +97,14 @@ class Runner:
                 self.finished = False
                 break
             case, expected, rows = self._make(spec), None, []
+            self._full_call_pending = {}
             for name in names:
                 bar.set_postfix_str(f"{spec.algorithm} {spec.num_envs}x{spec.seq_len} "
                                     f"{spec.variant} {name}")
                 cell_rows, expected = self.run_cell(case, name, expected)
                 rows += cell_rows
                 bar.update()
+            rows += self._full_calls(case)
             written += rows
             upsert(self.path, rows)
             del case, expected
@@ -198,10 +201,6 @@ class Runner:
         if self.quick:
             n_iter = min(n_iter, 20)
         rows, measured = [], {}
-        if "full_call" in metrics:
-            t = timing.full_call_ms(call, n_iter, self.trials, trial_seconds=self.trial_seconds)
-            measured["full_call"] = t.ms
-            rows.append(_row(base, "full_call", t.ms, "ms", t=t))
         if "device" in metrics:
             t = timing.device_ms(call, trials=self.trials, trial_seconds=self.trial_seconds,
                                  graph=provider.graph_capture)
@@ -217,7 +216,37 @@ class Runner:
         if "amortized" in metrics:
             t = timing.amortized_ms(call, trials=self.trials, trial_seconds=self.trial_seconds)
             rows.append(_row(base, "amortized", t.ms, "ms", t=t))
+        if "full_call" in metrics:  # timed with the cell's other providers, in turn
+            self._full_call_pending[base["implementation"]] = (call, n_iter, base, measured)
+            return rows
         return rows + self._derived(case, base, measured)
+
+    def _full_calls(self, case):
+        """The full-call rows (and those derived from them) of the case's providers that passed
+        the gate, their trials interleaved (``timing.full_call_interleaved``); a provider that
+        fails there is timed alone, or recorded as an error."""
+        pending, self._full_call_pending = self._full_call_pending, {}
+        if not pending:
+            return []
+        n_iter = max(n for _, n, _, _ in pending.values())
+        calls = {name: call for name, (call, _, _, _) in pending.items()}
+        try:
+            timed = timing.full_call_interleaved(calls, n_iter, self.trials,
+                                                 trial_seconds=self.trial_seconds)
+        except Exception:  # noqa: BLE001 -- one provider's failure: time the others alone
+            timed = {}
+        rows = []
+        for name, (call, _, base, measured) in pending.items():
+            try:
+                t = timed.get(name) or timing.full_call_ms(call, n_iter, self.trials,
+                                                           trial_seconds=self.trial_seconds)
+            except Exception as exc:
+                rows.append(_row(base, "timing", status="error", note=_error(exc)))
+                continue
+            measured["full_call"] = t.ms
+            rows.append(_row(base, "full_call", t.ms, "ms", t=t))
+            rows += self._derived(case, base, measured)
+        return rows
 
     def _derived(self, case, base, measured):
         rows = []

@@ -1,7 +1,8 @@
 """Timers of PAPER.md 4.1: full call, device time, amortized, and CPU wall-clock.
 
 * :func:`full_call_ms` -- each call bracketed by ``synchronize()``, CUDA start/stop events,
-  ``synchronize()``; the median per trial, and the minimum over trials is reported.
+  ``synchronize()``; the median per trial, and the minimum over trials is reported;
+  :func:`full_call_interleaved` takes the trials of a cell's providers in turn.
 * :func:`device_ms` -- device time per call from replaying a CUDA graph of ``reps`` calls
   (no launch overhead); back-to-back event timing where capture is impossible.
 * :func:`device_cold_ms` -- the same, with every call's inputs read from DRAM: the calls cycle
@@ -64,23 +65,41 @@ def _budgeted(n, seconds_per_call, budget, floor=3):
 
 def full_call_ms(call, n_iter=100, trials=5, warmup=20, trial_seconds=0.5):
     """Full-call GPU time: min over trials of the per-trial median of event-timed calls."""
-    per_call = _estimate_seconds(call, "cuda")
-    for _ in range(_budgeted(warmup, per_call, 2 * trial_seconds, floor=1)):
-        call()
-    n_iter = _budgeted(n_iter, per_call, trial_seconds)
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    medians = []
-    for _ in range(trials):
-        times = []
-        for _ in range(n_iter):
-            torch.cuda.synchronize()
-            start.record()
+    return full_call_interleaved({0: call}, n_iter, trials, warmup, trial_seconds)[0]
+
+
+def full_call_interleaved(calls: dict, n_iter=100, trials=5, warmup=20, trial_seconds=0.5):
+    """:func:`full_call_ms` of several calls of one cell, their trials taken in turn (a trial
+    of each call, then again), so that every call meets the host's state of the moment: on
+    the H200 host, full calls of microsecond kernels fall in two modes, some 13 and 20 us,
+    lasting about a second. ``{name: Timing}``, the method ``cuda-events-interleaved`` where
+    there is more than one call."""
+    method = "cuda-events" if len(calls) == 1 else "cuda-events-interleaved"
+    counts = {}
+    for name, call in calls.items():
+        per_call = _estimate_seconds(call, "cuda")
+        for _ in range(_budgeted(warmup, per_call, 2 * trial_seconds, floor=1)):
             call()
-            stop.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(stop))
-        medians.append(statistics.median(times))
-    return Timing(min(medians), trials, n_iter, "cuda-events", medians)
+        counts[name] = _budgeted(n_iter, per_call, trial_seconds)
+    medians = {name: [] for name in calls}
+    for _ in range(trials):
+        for name, call in calls.items():
+            medians[name].append(_full_call_trial(call, counts[name]))
+    return {name: Timing(min(m), trials, counts[name], method, m) for name, m in medians.items()}
+
+
+def _full_call_trial(call, n_iter: int) -> float:
+    """The median of ``n_iter`` event-timed calls, each between two synchronisations."""
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(n_iter):
+        torch.cuda.synchronize()
+        start.record()
+        call()
+        stop.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
 
 
 def amortized_ms(call, reps=100, trials=5, trial_seconds=0.5):
