@@ -127,19 +127,22 @@ def test_make_plan_refuses_kernels_the_native_launch_lacks(native, monkeypatch):
                        1, 0) is None
 
 
+class _Job:
+    """A launch that always launches directly, on a kernel of the pointers, two scratch
+    pointers and an int."""
+    def launch_pointers(self, pointers):
+        return True
+
+    def launch_values(self, pointers):
+        signature = ["*fp32"] * (len(pointers) + 2) + ["i32"]
+        return _compiled(signature), (1, 1, 1), (*pointers, pointers[-1], pointers[-1], 9)
+
+
 def test_a_plan_goes_native_after_its_first_direct_launch(native, monkeypatch):
     """The repeat that launched directly makes the native plan from that launch's compiled
     kernel, grid and values (the two scratch pointers are the last output's); later repeats
     are served by it, and by the Python path wherever it declines."""
     made, served = [], []
-
-    class Job:
-        def launch_pointers(self, pointers):
-            return True
-
-        def launch_values(self, pointers):
-            signature = ["*fp32"] * (len(pointers) + 2) + ["i32"]
-            return _compiled(signature), (1, 1, 1), (*pointers, pointers[-1], pointers[-1], 9)
 
     def fake_run(plan, args, device, stream):
         served.append(plan)
@@ -151,7 +154,7 @@ def test_a_plan_goes_native_after_its_first_direct_launch(native, monkeypatch):
     monkeypatch.setattr(_plan.D, "_hooks_set", lambda: False)
     monkeypatch.setattr(_plan.D, "current_device", lambda: 0)
     monkeypatch.setattr(_plan.D, "_raw_stream", lambda device: 0)
-    plan = _plan.Plan(Job(), 0, None, 1, (0, 1, 2), False)
+    plan = _plan.Plan(_Job(), 0, None, 1, (0, 1, 2), False)
     a, b = torch.randn(3, 4), torch.randn(3, 4)
     assert plan.native is None and isinstance(plan((a, b)), torch.Tensor)
     assert plan.native == (native.run, "plan") and len(made) == 1
@@ -394,14 +397,6 @@ def test_serve_checks_hooks_then_launches_on_the_current_device_and_stream(nativ
 def test_native_plans_join_their_ops_site(native, monkeypatch):
     """The repeat that makes a plan native puts it in its op's site under the call's metadata
     and scalars; later calls find it there, and the Python plan serves where it declines."""
-    class Job:
-        def launch_pointers(self, pointers):
-            return True
-
-        def launch_values(self, pointers):
-            signature = ["*fp32"] * (len(pointers) + 2) + ["i32"]
-            return _compiled(signature), (1, 1, 1), (*pointers, pointers[-1], pointers[-1], 9)
-
     make_plan = N.make_plan
     monkeypatch.setattr(N, "ENABLED", True)
     monkeypatch.setattr(N._State, "module", native)
@@ -412,7 +407,7 @@ def test_native_plans_join_their_ops_site(native, monkeypatch):
     monkeypatch.setattr(_plan, "_PLANS", {})
     a, b = torch.randn(3, 4), torch.randn(3, 4)
     plan, found = _plan.lookup("op", (a, b), (0.5, -1))
-    _plan._remember(found, lambda matches: _plan.Plan(Job(), 0, None, 1, (0, 1, 2), False,
+    _plan._remember(found, lambda matches: _plan.Plan(_Job(), 0, None, 1, (0, 1, 2), False,
                                                       matches, ("op", (0.5, -1), ())))
     plan = _plan.lookup("op", (a, b), (0.5, -1))[0]
     assert plan((a, b)) is not None and plan.native and "op" in _plan._SITES

@@ -23,6 +23,7 @@ import torch
 
 import paper_repro as P
 from paper_repro.bench.cli import spin_up_clocks
+from paper_repro.bench.timing import full_call_times
 from paper_repro.kernels import _native as N
 
 COLUMNS = ["experiment", "trial", "condition", "clock_before_mhz", "median_us", "min_us",
@@ -30,16 +31,9 @@ COLUMNS = ["experiment", "trial", "condition", "clock_before_mhz", "median_us", 
 
 
 def trial_us(call, n: int = 1500) -> tuple[float, float]:
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(n):
-        torch.cuda.synchronize()
-        start.record()
-        call()
-        stop.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(stop) * 1e3)
-    return statistics.median(times), min(times)
+    """The median and minimum of ``n`` event-timed full calls, us."""
+    times = full_call_times(call, n)
+    return 1e3 * statistics.median(times), 1e3 * min(times)
 
 
 def clock() -> str:

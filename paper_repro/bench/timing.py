@@ -89,7 +89,11 @@ def full_call_interleaved(calls: dict, n_iter=100, trials=5, warmup=20, trial_se
 
 
 def _full_call_trial(call, n_iter: int) -> float:
-    """The median of ``n_iter`` event-timed calls, each between two synchronisations."""
+    return statistics.median(full_call_times(call, n_iter))
+
+
+def full_call_times(call, n_iter: int) -> list:
+    """``n_iter`` event-timed calls (ms), each between two synchronisations."""
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(n_iter):
@@ -99,7 +103,7 @@ def _full_call_trial(call, n_iter: int) -> float:
         stop.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(stop))
-    return statistics.median(times)
+    return times
 
 
 def amortized_ms(call, reps=100, trials=5, trial_seconds=0.5):
