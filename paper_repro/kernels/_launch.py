@@ -705,6 +705,12 @@ def pointers(placeholder: torch.Tensor, *tensors) -> tuple:
     return tuple([placeholder if t is None else t for t in tensors])
 
 
+def with_unread_scratch(items: tuple) -> tuple:
+    """``items`` (pointers, or where they come from) and the two a one-pass launch never reads,
+    ``agg_ptr`` and ``status_ptr``: the last item again."""
+    return (*items, items[-1], items[-1])
+
+
 class Output:
     """An output laid out like the input ``like`` (``empty_like``, as the fake kernels promise),
     with the ``[B, T]`` view the kernels write; layouts without such a view go through rows."""

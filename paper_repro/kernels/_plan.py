@@ -117,9 +117,8 @@ class Plan:
         if launched is None:
             return False
         compiled, grid, values = launched
-        sources = (*self.sources, self.sources[-1], self.sources[-1])  # agg_ptr, status_ptr
-        plan = N.make_plan(compiled, grid, values, sources, n_args, self.like, self.dtype,
-                           self.n_outputs, D.current_device())
+        plan = N.make_plan(compiled, grid, values, L.with_unread_scratch(self.sources), n_args,
+                           self.like, self.dtype, self.n_outputs, D.current_device())
         return False if plan is None else (N.module().run, plan)
 
 

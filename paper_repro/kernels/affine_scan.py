@@ -786,15 +786,15 @@ class Launch:
         through ``__call__``: a first launch, a split, another device."""
         if self.one_pass is None:
             return False
-        return D.launch_pointers(self.launchers, self.grid3,
-                                 (*pointers, pointers[-1], pointers[-1]), self.one_pass)
+        return D.launch_pointers(self.launchers, self.grid3, L.with_unread_scratch(pointers),
+                                 self.one_pass)
 
     def launch_values(self, pointers: tuple):
         """``(compiled kernel, grid, every parameter)`` of the one-pass launch that
         ``launch_pointers`` makes on ``pointers``; None where it makes none yet."""
         if self.one_pass is None:
             return None
-        pointers = (*pointers, pointers[-1], pointers[-1])
+        pointers = L.with_unread_scratch(pointers)
         compiled = D.compiled_for(self.launchers, pointers)
         return None if compiled is None else (compiled, self.grid3, (*pointers, *self.one_pass))
 
