@@ -510,3 +510,20 @@ def test_native_outputs_repeat_empty_likes_layout(native, monkeypatch):
     with torch.inference_mode():
         assert all(out.is_inference() for out in native.packed(plan, (a,))[0])
     assert not any(out.is_inference() for out in native.packed(plan, (a,))[0])
+
+
+def test_serve_holds_its_plan_while_python_runs(native, monkeypatch):
+    """The device and stream callables may run Python that replaces the site's entries (another
+    thread could): the plan being served stays alive, and the call ends normally."""
+    site, plan, x = _site_with(native, monkeypatch, capacity=1)
+    native.add(site, (x, None), (), False, (), None, plan)
+
+    def device():  # evicts the entry serve() found
+        native.add(site, (x, None), ("other",), False, (), None,
+                   _plan_for(native, monkeypatch, (x, None), [0, 2]))
+        return 7  # not the plan's device: serve() declines after the launch check
+
+    native.configure(_overrides(), None, device, lambda index: 0)
+    del plan
+    assert native.serve(site, (x, None), ()) is None
+    assert native.size(site) == 1 and native.lookup(site, (x, None), ()) is None

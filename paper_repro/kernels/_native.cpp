@@ -418,11 +418,21 @@ bool overridden() {
   return false;
 }
 
+// A new reference, released at the end of the scope.
+struct Owned {
+  PyObject* object;
+  explicit Owned(PyObject* o) : object(o) { Py_INCREF(o); }
+  ~Owned() { Py_DECREF(object); }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+};
+
 // Whether a Triton launch hook is set (profilers): -1 on error.
 int hooked() {
   if (config.hooks == Py_None) return 0;
+  Owned hooks(config.hooks);  // a getattr may run code that reconfigures
   for (const char* name : {"launch_enter_hook", "launch_exit_hook"}) {
-    PyObject* hook = PyObject_GetAttrString(config.hooks, name);
+    PyObject* hook = PyObject_GetAttrString(hooks.object, name);
     if (hook == nullptr) return -1;
     int active = 0;
     if (hook != Py_None) {
@@ -557,6 +567,8 @@ PyObject* serve(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
   if (overridden()) Py_RETURN_NONE;
   Entry* e = find(*s, argv[1], argv[2]);
   if (e == nullptr) Py_RETURN_NONE;
+  // What follows may run Python, and another thread may then change the site: hold the plan.
+  Owned held(e->capsule);
   int hooks = hooked();
   if (hooks != 0) {
     if (hooks < 0) return nullptr;
@@ -572,12 +584,8 @@ PyObject* serve(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
   void* raw = PyLong_AsVoidPtr(stream);
   Py_DECREF(stream);
   if (PyErr_Occurred()) return nullptr;
-  PyObject* held = e->capsule;  // the calls above ran code: hold the plan, not the entry
-  Py_INCREF(held);
-  PyObject* out = launch(*static_cast<Plan*>(PyCapsule_GetPointer(held, kCapsule)), argv[1],
-                         index, raw);
-  Py_DECREF(held);
-  return out;
+  return launch(*static_cast<Plan*>(PyCapsule_GetPointer(held.object, kCapsule)), argv[1],
+                index, raw);
 }
 
 PyObject* size(PyObject*, PyObject* capsule) {
