@@ -3,7 +3,9 @@
 The Python repeat (``_plan.Plan``) spends most of a small call's host time between the call and
 the launch: allocating through ``torch.empty_like``, reading each address, Triton's launcher
 parsing its arguments. The native plan does that work in one C++ call on the compiled kernel's
-parameter block, packed once from its Triton signature.
+parameter block, packed once from its Triton signature. An op's site (``site``, ``add``,
+``serve``; ``_plan.repeat``) also finds the plan for a call, checking what the Python lookup
+checks.
 
 The module is compiled with the system C++ compiler against torch's headers on first use, in a
 background thread (calls go through Python until it is loaded), and cached under
