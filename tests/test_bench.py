@@ -963,3 +963,11 @@ def test_retrace_action_arms_agree():
     for name, got in answers.items():
         for a, b in zip(got, answers["shipped"]):
             torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6, msg=name)
+
+
+def test_stream_csv_writes_each_row(tmp_path, capsys):
+    """Rows go out under the header, to a file or to stdout."""
+    results.stream_csv(tmp_path / "x.csv", ["a", "b"], iter([{"a": 1, "b": 2}, {"a": 3, "b": 4}]))
+    assert (tmp_path / "x.csv").read_text().splitlines() == ["a,b", "1,2", "3,4"]
+    results.stream_csv(None, ["a"], [{"a": 5}])
+    assert capsys.readouterr().out.splitlines() == ["a", "5"]

@@ -12,17 +12,15 @@ SM clock torch reports before and after it.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import csv
 import os
 import statistics
-import sys
 import time
 
 import torch
 
 import paper_repro as P
 from paper_repro.bench.cli import spin_up_clocks
+from paper_repro.bench.results import stream_csv
 from paper_repro.bench.timing import full_call_times
 from paper_repro.kernels import _native as N
 
@@ -81,12 +79,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU")
     N.module(wait=True)
-    with contextlib.ExitStack() as stack:
-        out = stack.enter_context(open(args.out, "w", newline="")) if args.out else sys.stdout
-        writer = csv.DictWriter(out, COLUMNS)
-        writer.writeheader()
-        for row in rows(args.experiment, args.trials):
-            writer.writerow(row)
+    stream_csv(args.out, COLUMNS, rows(args.experiment, args.trials))
     return 0
 
 

@@ -14,8 +14,6 @@ same compiled kernel), and the native arms' plans must have gone native (``nativ
 from __future__ import annotations
 
 import argparse
-import contextlib
-import csv
 import sys
 import time
 
@@ -23,6 +21,7 @@ import torch
 
 from paper_repro.bench import timing
 from paper_repro.bench.host_path import cases, us_per_call
+from paper_repro.bench.results import stream_csv
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _native as N
 from paper_repro.kernels import _plan
@@ -99,13 +98,7 @@ def main(argv=None) -> int:
     if N.module(wait=True) is None:
         parser.error(f"the native module: {N.status()}")
     print(f"native module ready in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    with contextlib.ExitStack() as stack:
-        out = stack.enter_context(open(args.out, "w", newline="")) if args.out else sys.stdout
-        writer = csv.DictWriter(out, COLUMNS)
-        writer.writeheader()
-        for row in rows(args.shapes, args.rounds, args.calls):
-            writer.writerow(row)
-            out.flush()
+    stream_csv(args.out, COLUMNS, rows(args.shapes, args.rounds, args.calls))
     return 0
 
 

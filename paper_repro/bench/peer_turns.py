@@ -12,15 +12,13 @@ The default cells are the suites' small ones where the peer's device time was at
 from __future__ import annotations
 
 import argparse
-import contextlib
-import csv
-import sys
 
 import torch
 
 from paper_repro.bench import gate, timing
 from paper_repro.bench.inputs import make_case
 from paper_repro.bench.providers import PROVIDERS
+from paper_repro.bench.results import stream_csv
 
 COLUMNS = ["algorithm", "num_envs", "seq_len", "round", "implementation", "device_us"]
 CELLS = ["eligibility_traces:64x512", "retrace:64x512", "retrace:512x128",
@@ -78,13 +76,7 @@ def main(argv=None) -> int:
         parser.error(str(err))
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU")
-    with contextlib.ExitStack() as stack:
-        out = stack.enter_context(open(args.out, "w", newline="")) if args.out else sys.stdout
-        writer = csv.DictWriter(out, COLUMNS)
-        writer.writeheader()
-        for row in rows(cells, args.peer, args.rounds):
-            writer.writerow(row)
-            out.flush()
+    stream_csv(args.out, COLUMNS, rows(cells, args.peer, args.rounds))
     return 0
 
 

@@ -146,3 +146,18 @@ def record_provenance(out_dir, suite, info):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return data
+
+
+def stream_csv(path, columns, rows) -> None:
+    """Write ``rows`` (dicts) under a ``columns`` header to ``path``, or to stdout when it is
+    None, flushing each row: a probe cut short by a time limit keeps what it measured."""
+    import contextlib
+    import csv
+
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(open(path, "w", newline="")) if path else sys.stdout
+        writer = csv.DictWriter(out, columns)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(row)
+            out.flush()

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
-import sys
 
 import torch
 
 from paper_repro.bench import timing
 from paper_repro.bench.inputs import make_case
 from paper_repro.bench.providers import PROVIDERS
+from paper_repro.bench.results import stream_csv
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _plan
 from paper_repro.kernels import retrace as R
@@ -83,12 +82,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU")
-    with contextlib.ExitStack() as stack:
-        out = stack.enter_context(open(args.out, "w", newline="")) if args.out else sys.stdout
-        writer = csv.DictWriter(out, COLUMNS)
-        writer.writeheader()
-        for row in rows(args.shapes):
-            writer.writerow(row)
+    stream_csv(args.out, COLUMNS, rows(args.shapes))
     return 0
 
 
