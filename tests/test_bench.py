@@ -971,3 +971,18 @@ def test_stream_csv_writes_each_row(tmp_path, capsys):
     assert (tmp_path / "x.csv").read_text().splitlines() == ["a,b", "1,2", "3,4"]
     results.stream_csv(None, ["a"], [{"a": 5}])
     assert capsys.readouterr().out.splitlines() == ["a", "5"]
+
+
+def test_small_candidates_add_runs_of_two_where_runs_of_four_idle_threads():
+    """Whole-row tiles of fewer than 4 steps a thread are also probed in runs of 2; no tile of
+    4 or more steps a thread, nor one walking several tiles, is."""
+    from dataclasses import replace
+
+    from paper_repro.bench import tile_probe as TP
+
+    for retrace in (False, True):
+        tiles = TP.small_candidates(64, 512, retrace)
+        twos = [c for c in tiles if c.flip == 2]
+        assert {(c.BLOCK_T, c.num_warps) for c in twos} == {(512, 8), (512, 16)}
+        assert all(replace(c, flip=4) in tiles for c in twos)
+    assert not [c for c in TP.small_candidates(512, 2048, False) if c.flip == 2]

@@ -162,7 +162,8 @@ SMALL = ((64, 512), (512, 128), (128, 1024), (256, 1024), (512, 512), (512, 1024
 def small_candidates(N: int, T: int, retrace: bool) -> list:
     """fp32 [N, T] tiles for ``SMALL``: whole rows in one tile with 1 to 16 warps (1 to 32
     steps a thread), rows walked in shorter tiles, two passes over 2 or 4 segments and one-tile
-    look-back, each in the shipped order of steps (``run_length``)."""
+    look-back, each in the shipped order of steps (``run_length``); whole rows of under 4 steps
+    a thread also in runs of 2."""
     pt = _pow2(T)
     out = [L.ScanConfig(bb, pt, w, pt) for bb in (1, 2, 4, 8) for w in (1, 2, 4, 8, 16)
            if bb * pt <= 8192 and 1 <= bb * pt / (32 * w) <= 32 and (bb == 1 or T <= 256)]
@@ -174,7 +175,13 @@ def small_candidates(N: int, T: int, retrace: bool) -> list:
     if T >= 1024:
         out += [L.ScanConfig(1, bt, w, bt, True) for bt, w in ((256, 1), (256, 2), (512, 2),
                                                                 (512, 4))]
-    return [replace(c, flip=L.run_length(c.BLOCK_T, 4, retrace)) for c in dict.fromkeys(out)]
+    shipped = [replace(c, flip=L.run_length(c.BLOCK_T, 4, retrace)) for c in dict.fromkeys(out)]
+    # Whole rows with fewer than 4 steps a thread, also in runs of 2: runs of 4 leave threads
+    # without a run of their own, so a warp's chain is no shorter than in fewer warps.
+    short_runs = [replace(c, flip=2) for c in shipped
+                  if c.flip == 4 and c.seg_len == c.BLOCK_T >= T and not c.single_pass
+                  and c.BLOCK_B * c.BLOCK_T // (32 * c.num_warps) < 4]
+    return shipped + short_runs
 
 
 def small_cases(algorithms=ALGORITHMS, shapes=SMALL, variants=(("fp32", "float"),)):
