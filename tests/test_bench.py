@@ -974,8 +974,8 @@ def test_stream_csv_writes_each_row(tmp_path, capsys):
 
 
 def test_small_candidates_add_runs_of_two_where_runs_of_four_idle_threads():
-    """Whole-row tiles of fewer than 4 steps a thread are also probed in runs of 2; no tile of
-    4 or more steps a thread, nor one walking several tiles, is."""
+    """Backward scans' whole-row tiles of fewer than 4 steps a thread are also probed in runs
+    of 2; no tile of 4 or more steps a thread, nor one walking several tiles, is."""
     from dataclasses import replace
 
     from paper_repro.bench import tile_probe as TP
@@ -986,3 +986,8 @@ def test_small_candidates_add_runs_of_two_where_runs_of_four_idle_threads():
         assert {(c.BLOCK_T, c.num_warps) for c in twos} == {(512, 8), (512, 16)}
         assert all(replace(c, flip=4) in tiles for c in twos)
     assert not [c for c in TP.small_candidates(512, 2048, False) if c.flip == 2]
+    # forward scans hold no runs: a run length would only re-time the same kernel
+    assert not [c for c in TP.small_candidates(64, 512, False, backward=False) if c.flip == 2]
+    forward = {a: c for a, _, _, _, _, _, c in TP.small_cases(shapes=((64, 512),))}
+    assert not [c for c in forward["prefix_sum"] if c.flip == 2]
+    assert [c for c in forward["gae"] if c.flip == 2]

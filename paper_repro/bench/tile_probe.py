@@ -20,6 +20,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from paper_repro.bench.gate import FORWARD_ALGORITHMS
 from paper_repro.bench.inputs import ALGORITHMS
 from paper_repro.bench.suites import ROOFLINE
 from paper_repro.kernels import _launch as L
@@ -159,11 +160,11 @@ SMALL = ((64, 512), (512, 128), (128, 1024), (256, 1024), (512, 512), (512, 1024
          (4096, 2048))
 
 
-def small_candidates(N: int, T: int, retrace: bool) -> list:
+def small_candidates(N: int, T: int, retrace: bool, backward: bool = True) -> list:
     """fp32 [N, T] tiles for ``SMALL``: whole rows in one tile with 1 to 16 warps (1 to 32
     steps a thread), rows walked in shorter tiles, two passes over 2 or 4 segments and one-tile
-    look-back, each in the shipped order of steps (``run_length``); whole rows of under 4 steps
-    a thread also in runs of 2."""
+    look-back, each in the shipped order of steps (``run_length``); for backward scans, whole
+    rows of under 4 steps a thread also in runs of 2 (forward scans hold no runs)."""
     pt = _pow2(T)
     out = [L.ScanConfig(bb, pt, w, pt) for bb in (1, 2, 4, 8) for w in (1, 2, 4, 8, 16)
            if bb * pt <= 8192 and 1 <= bb * pt / (32 * w) <= 32 and (bb == 1 or T <= 256)]
@@ -179,14 +180,15 @@ def small_candidates(N: int, T: int, retrace: bool) -> list:
     # Whole rows with fewer than 4 steps a thread, also in runs of 2: runs of 4 leave threads
     # without a run of their own, so a warp's chain is no shorter than in fewer warps.
     short_runs = [replace(c, flip=2) for c in shipped
-                  if c.flip == 4 and c.seg_len == c.BLOCK_T >= T and not c.single_pass
+                  if backward and c.flip == 4 and c.seg_len == c.BLOCK_T >= T and not c.single_pass
                   and c.BLOCK_B * c.BLOCK_T // (32 * c.num_warps) < 4]
     return shipped + short_runs
 
 
 def small_cases(algorithms=ALGORITHMS, shapes=SMALL, variants=(("fp32", "float"),)):
     """Batch-major cases (fp32 at ``SMALL`` unless told) with ``small_candidates``."""
-    return [(a, N, T, dtype, "NT", flags, small_candidates(N, T, a == "retrace"))
+    return [(a, N, T, dtype, "NT", flags,
+             small_candidates(N, T, a == "retrace", a not in FORWARD_ALGORITHMS))
             for N, T in shapes for dtype, flags in variants for a in algorithms]
 
 
