@@ -991,3 +991,23 @@ def test_small_candidates_add_runs_of_two_where_runs_of_four_idle_threads():
     forward = {a: c for a, _, _, _, _, _, c in TP.small_cases(shapes=((64, 512),))}
     assert not [c for c in forward["prefix_sum"] if c.flip == 2]
     assert [c for c in forward["gae"] if c.flip == 2]
+
+
+def test_one_tile_programs_compile_without_the_walk():
+    """ONE_TILE (a program's one tile, known at compile time) drops the outgoing carry and the
+    next tile's loads that the walk of a one-tile segment (PHASE 0) still compiles."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, dataclasses; from paper_repro.bench import sass as S; "
+            "k = S.kernels(); t = S.TILES[-1]; w = (*t[:3], 0, *t[4:]); "
+            "print(json.dumps([[S.counts(k[n], x, 4) for x in (w, t)] "
+            "for n in ('affine_scan', 'gae', 'eligibility_traces')]))")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    for walk, one in json.loads(out.stdout.strip().splitlines()[-1]):
+        assert one["loads"] * 2 == walk["loads"]  # the next tile's loads are gone
+        assert one["barriers"] < walk["barriers"] and one["instructions"] < walk["instructions"]

@@ -24,8 +24,11 @@ UNALIGNED = {"B", "n_seg", "A"}  # sizes: not assumed multiples of 16
 # the plain calls of the benchmarks: truncation flags, next values for TD(lambda), nothing else
 CONSTEXPRS = {"HAS_TRUNC": True, "HAS_NEXT": True, "REVERSE": True}
 # (BLOCK_B, BLOCK_T, num_warps, PHASE, PREFETCH, time-major)
+# The last three: one tile a program as ONE_TILE (PHASE 5) beside the same tiles walked as a
+# segment (PHASE 0, the second row): the one-tile rows of 4096 x 128 and of 64 x 512.
 TILES = [(1, 512, 2, 0, True, False), (4, 128, 2, 0, False, False), (1, 1024, 4, 3, False, False),
-         (16, 32, 4, 0, False, True), (32, 16, 1, 2, False, True)]
+         (16, 32, 4, 0, False, True), (32, 16, 1, 2, False, True), (4, 128, 2, 5, False, False),
+         (1, 512, 4, 0, False, False), (1, 512, 4, 5, False, False)]
 COLUMNS = ["triton", "kernel", "BLOCK_B", "BLOCK_T", "num_warps", "phase", "prefetch",
            "time_major", "flip", "registers", "instructions", "shuffles", "barriers",
            "layout_conversions", "loads", "vector_loads"]

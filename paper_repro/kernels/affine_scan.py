@@ -4,7 +4,9 @@ Each program owns ``BLOCK_B`` rows and walks a segment of time in tiles of ``BLO
 scanning each tile with ``tl.associative_scan`` and carrying the boundary value to the next
 tile, so any T is one pass. With too few rows to fill the GPU, time is cut into segments:
 PHASE 1 stores each segment's aggregate ``(a, b)``, PHASE 2 composes the later segments'
-aggregates into its incoming carry and scans (reduce-then-scan). PHASE 0 is the one-pass case.
+aggregates into its incoming carry and scans (reduce-then-scan). PHASE 0 is the one-pass case,
+PHASE 5 (``ONE_TILE``) the one-pass case whose every program holds one tile: no loop, no carry
+out, no next tile.
 PHASE 3 is the single-pass split: one tile per program, programs numbered in scan order (by
 launch index on CUDA, by a ticket counter elsewhere: ``IN_LAUNCH_ORDER``); each publishes its
 tile's aggregate, then looks back over its predecessors' published aggregates (a window at a
@@ -79,6 +81,10 @@ IN_LAUNCH_ORDER: tl.constexpr = tl.constexpr(_in_launch_order())
 # PAPER_REPRO_REDUCE_IN_ORDER=1 keeps scan order everywhere (the A/B's other arm).
 REDUCE_AGAINST_ORDER: tl.constexpr = tl.constexpr(
     os.environ.get("PAPER_REPRO_REDUCE_IN_ORDER") != "1")
+# One pass, one tile a program (T <= BLOCK_T): the sweep is unrolled once, so the outgoing
+# carry and the next tile's loads, dead there, leave the kernel (sm_90 GAE 1 x 512: fewer
+# instructions and block barriers, data/h200/sass_counts.csv).
+ONE_TILE: tl.constexpr = tl.constexpr(5)
 # Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
 # walks past the first tile across several windows, which in-order execution never does.
 SHORTCUT: tl.constexpr = tl.constexpr(True)
@@ -105,7 +111,7 @@ def program_ids(status_ptr, B, n_seg, PHASE: tl.constexpr, REVERSE: tl.constexpr
     so that every program a running one waits on has already started: by launch index where
     the dispatch follows it (``IN_LAUNCH_ORDER``) and the kernel asks for it
     (``LAUNCH_ORDER``), else by a ticket (the first word of ``status_ptr``)."""
-    if PHASE >= 3:
+    if (PHASE == 3) | (PHASE == 4):
         # Nested static branches (an ``and`` of constexprs is not static in every Triton).
         if LAUNCH_ORDER:
             if IN_LAUNCH_ORDER:
@@ -157,10 +163,14 @@ def aligned_layout(B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN: 
 
 
 @triton.jit
-def segment_chunks(pid_s, T, seg_len, BLOCK_T: tl.constexpr):
+def segment_chunks(pid_s, T, seg_len, BLOCK_T: tl.constexpr, PHASE: tl.constexpr):
+    """(first step, tiles) of this program's segment; a compile-time 1 tile under ONE_TILE."""
     t_begin = pid_s * seg_len
-    t_end = tl.minimum(T, t_begin + seg_len)
-    return t_begin, tl.cdiv(t_end - t_begin, BLOCK_T)
+    if PHASE == ONE_TILE:
+        n_chunks = 1
+    else:
+        n_chunks = tl.cdiv(tl.minimum(T, t_begin + seg_len) - t_begin, BLOCK_T)
+    return t_begin, n_chunks
 
 
 @triton.jit
@@ -685,7 +695,7 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
         B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN)
     pid_b, pid_s = program_ids(agg_ptr, B, n_seg, PHASE, REVERSE, BLOCK_B, True)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
-    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
+    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T, PHASE)
     carry0 = tl.zeros([BLOCK_B], ACC)
     if HAS_INIT:
         carry0 = tl.load(init_ptr + rows, mask=row_mask, other=0.0).to(ACC)
@@ -749,7 +759,8 @@ class Launch:
         self.middle = (B, T, self.grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
         self.tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config), int(config.flip),
                      L.alignment(B, T, ints[:4]))
-        self.one_pass = (*self.middle, 0, *self.tile) if self.grid[1] == 1 else None
+        phase = ONE_TILE if T <= config.BLOCK_T else 0
+        self.one_pass = (*self.middle, phase, *self.tile) if self.grid[1] == 1 else None
         self.single_pass = 0
         if config.single_pass and self.one_pass is None:
             self.single_pass = 3 if config.seg_len == config.BLOCK_T else 4

@@ -65,7 +65,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
     k = tl.cast(decay, ACC) + tl.cast(decay_lo, ACC)
     pid_b, pid_s = program_ids(agg_ptr, B, n_seg, PHASE, False, BLOCK_B, True)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
-    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
+    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T, PHASE)
     carry0 = tl.zeros([BLOCK_B], ACC)
     if HAS_SEED:
         carry0 = tl.load(seed_ptr + rows, mask=row_mask, other=0.0).to(ACC)

@@ -90,7 +90,7 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
     gl = g * (tl.cast(lam, ACC) + tl.cast(lam_lo, ACC))
     pid_b, pid_s = program_ids(agg_ptr, B, n_seg, PHASE, True, BLOCK_B, True)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
-    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
+    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T, PHASE)
     carry0 = tl.zeros([BLOCK_B], ACC)
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, True)
     last = tl.zeros([BLOCK_B], ACC)

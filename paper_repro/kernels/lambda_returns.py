@@ -73,7 +73,7 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
     lam_ = tl.cast(lam, ACC) + tl.cast(lam_lo, ACC)
     pid_b, pid_s = program_ids(agg_ptr, B, n_seg, PHASE, True, BLOCK_B, True)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
-    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
+    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T, PHASE)
     carry0 = tl.zeros([BLOCK_B], ACC)
     if HAS_BOOT:
         carry0 = tl.load(boot_ptr + rows * stride_b + (T - 1) * stride_t, mask=row_mask,

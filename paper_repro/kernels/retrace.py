@@ -178,7 +178,7 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
     # 0.99-1.04x (data/h200/launch_order.csv).
     pid_b, pid_s = program_ids(agg_ptr, B, n_seg, PHASE, True, BLOCK_B, False)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
-    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
+    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T, PHASE)
     carry0 = tl.zeros([BLOCK_B], ACC)
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, True)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)

@@ -68,7 +68,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
     c_max = tl.cast(c_bar, ACC) + tl.cast(c_bar_lo, ACC)
     pid_b, pid_s = program_ids(agg_ptr, B, n_seg, PHASE, True, BLOCK_B, True)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
-    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T)
+    t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T, PHASE)
     carry0 = tl.zeros([BLOCK_B], ACC)
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, True)
     last = tl.zeros([BLOCK_B], ACC)
