@@ -588,26 +588,32 @@ def test_device_time_from_dram_takes_turns(tmp_path):
     assert values["device_cold"] > 0 and values["pct_roofline_cold"] > 0
 
 
+def _compiled_json(code: str):
+    """The JSON that ``code`` prints last, run in a fresh interpreter outside the Triton
+    interpreter, so that the kernels compile for sm_90 as on the GPU."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def test_sass_counts_compile_without_a_gpu():
     """The static counts come from a real sm_90 compile on the CPU (outside the interpreter):
     a backward scan shuffles more than the forward one of the same tile, only batch-major tiles
     in time order keep 128-bit loads, time-major tiles load rows 128 bits at a time, and a
     register cap bounds the registers."""
-    import json
-    import os
-    import subprocess
-    import sys
 
     code = ("import json; from paper_repro.bench import sass as S; k = S.kernels(); "
             "t = S.TILES[0]; print(json.dumps([S.counts(k['affine_scan'], t), "
             "S.counts(k['affine_scan'], t, True), S.counts(k['eligibility_traces'], t), "
             "S.counts(k['affine_scan'], S.TILES[3], 1), "
             "S.counts(k['eligibility_traces'], S.CAP_TILE, 0, 64)]))")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
-    backward, flipped, forward, time_major, capped = json.loads(
-        out.stdout.strip().splitlines()[-1])
+    backward, flipped, forward, time_major, capped = _compiled_json(code)
     assert backward["registers"] > 0 and backward["instructions"] > 100
     assert backward["shuffles"] > forward["shuffles"] > 0
     assert backward["vector_loads"] > 0 and forward["vector_loads"] > 0
@@ -621,18 +627,11 @@ def test_alignment_word_vectorises_unaligned_rows(name):
     """Rows of a length (batch-major) or batches (time-major) that are no multiple of 16
     compile to one-value loads unless the kernel is told their alignment (``ALIGN``); told,
     they load as a 16-multiple's do."""
-    import json
-    import os
-    import subprocess
-    import sys
 
     code = (f"import json; from paper_repro.bench import sass as S; k = S.kernels()[{name!r}]; "
             "print(json.dumps([[S.counts(k, t, f, 0, a)['vector_loads'] for a in (None, 0, s)]"
             " for t, f, s in ((S.TILES[0], 4, 4), (S.TILES[3], -4, -4))]))")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
-    for aligned, unaligned, told in json.loads(out.stdout.strip().splitlines()[-1]):
+    for aligned, unaligned, told in _compiled_json(code):
         assert unaligned == 0 < aligned == told
 
 
@@ -996,18 +995,11 @@ def test_small_candidates_add_runs_of_two_where_runs_of_four_idle_threads():
 def test_one_tile_programs_compile_without_the_walk():
     """ONE_TILE (a program's one tile, known at compile time) drops the outgoing carry and the
     next tile's loads that the walk of a one-tile segment (PHASE 0) still compiles."""
-    import json
-    import os
-    import subprocess
-    import sys
 
     code = ("import json, dataclasses; from paper_repro.bench import sass as S; "
             "k = S.kernels(); t = S.TILES[-1]; w = (*t[:3], 0, *t[4:]); "
             "print(json.dumps([[S.counts(k[n], x, 4) for x in (w, t)] "
             "for n in ('affine_scan', 'gae', 'eligibility_traces')]))")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
-    for walk, one in json.loads(out.stdout.strip().splitlines()[-1]):
+    for walk, one in _compiled_json(code):
         assert one["loads"] * 2 == walk["loads"]  # the next tile's loads are gone
         assert one["barriers"] < walk["barriers"] and one["instructions"] < walk["instructions"]
