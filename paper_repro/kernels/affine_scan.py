@@ -83,7 +83,8 @@ REDUCE_AGAINST_ORDER: tl.constexpr = tl.constexpr(
     os.environ.get("PAPER_REPRO_REDUCE_IN_ORDER") != "1")
 # One pass, one tile a program (T <= BLOCK_T): the sweep is unrolled once, so the outgoing
 # carry and the next tile's loads, dead there, leave the kernel (sm_90 GAE 1 x 512: fewer
-# instructions and block barriers, data/h200/sass_counts.csv).
+# instructions and block barriers, data/h200/sass_counts.csv). The one-tile look-back (PHASE
+# 3) takes the same single tile.
 ONE_TILE: tl.constexpr = tl.constexpr(5)
 # Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
 # walks past the first tile across several windows, which in-order execution never does.
@@ -164,9 +165,10 @@ def aligned_layout(B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN: 
 
 @triton.jit
 def segment_chunks(pid_s, T, seg_len, BLOCK_T: tl.constexpr, PHASE: tl.constexpr):
-    """(first step, tiles) of this program's segment; a compile-time 1 tile under ONE_TILE."""
+    """(first step, tiles) of this program's segment; a compile-time 1 tile under ONE_TILE and
+    in the one-tile look-back (PHASE 3, whose segment is its tile)."""
     t_begin = pid_s * seg_len
-    if PHASE == ONE_TILE:
+    if (PHASE == ONE_TILE) | (PHASE == 3):
         n_chunks = 1
     else:
         n_chunks = tl.cdiv(tl.minimum(T, t_begin + seg_len) - t_begin, BLOCK_T)
