@@ -36,10 +36,6 @@ ARMS = {"shipped": (_SHIPPED, None), "unrolled": (_unrolled, None), "words": (_S
         "loop_nowords": (lambda A, config, T: 0, False)}
 
 
-def _outputs(result) -> tuple:
-    return result if isinstance(result, tuple) else (result,)
-
-
 @contextlib.contextmanager
 def arm(name: str):
     """Inside the block, Retrace's launches read their actions as arm ``name`` does; no plan
@@ -65,8 +61,9 @@ def rows(shapes):
         shipped = None
         for name in ARMS:
             with arm(name):
-                call = PROVIDERS["ours"].build(case).call
-                got = _outputs(call())
+                prepared = PROVIDERS["ours"].build(case)
+                call = prepared.call
+                got = prepared.outputs(call())
                 shipped = shipped or got
                 diff = max(float((a - b).abs().max()) for a, b in zip(got, shipped))
                 us = 1e3 * timing.device_ms(call).ms
