@@ -114,6 +114,47 @@ def test_time_split_across_programs(est, config, kernels):
         check(est, d, TOL[torch.float32])
 
 
+# (tile, T): one tile of several rows; one-row tiles of one tile; one tile a look-back program
+ONE_TILE_CASES = [(L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=16, flip=4), 13),
+                  (L.ScanConfig(BLOCK_B=1, BLOCK_T=16, num_warps=1, seg_len=16, flip=4), 16),
+                  (L.ScanConfig(BLOCK_B=2, BLOCK_T=8, num_warps=1, seg_len=8, single_pass=True,
+                                flip=4), 29)]
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: e.name)
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_one_tile_phases_by_estimator(est, kernels, monkeypatch):
+    """Each estimator's launches take the phase its tiles were timed best in: ONE_TILE (5) for
+    one-pass programs of one tile but V-trace's tiles of several rows (0: walked), the
+    compile-time one-tile look-back (3) but the returns kernel's (TD(lambda) and discounted
+    returns; 6: walked); every one matches the reference."""
+    from paper_repro.kernels import affine_scan as S
+
+    phases = []
+
+    class Recorded(S.Launch):
+        __slots__ = ()
+
+        def __call__(self, pointers):
+            one = self.one_pass
+            phases.append(int(one[-6]) if one is not None else int(self.single_pass))
+            return super().__call__(pointers)
+
+    for name in ("affine_scan", "gae", "vtrace", "retrace", "lambda_returns",
+                 "eligibility_traces"):
+        monkeypatch.setattr(f"paper_repro.kernels.{name}.Launch", Recorded, raising=False)
+    monkeypatch.setattr(_plan, "lookup", lambda *a, **k: (None, None))  # every call launches
+    walked_rows = est.kernel == "vtrace"
+    walked_look_back = est.kernel == "returns"
+    want = [0 if walked_rows else 5, 5, 6 if walked_look_back else 3]
+    for (config, T), phase in zip(ONE_TILE_CASES, want):
+        d = make_inputs(5, T, device=device_of(kernels))
+        phases.clear()
+        with kernels_on(kernels), L.force_config(config):
+            check(est, d, TOL[torch.float32])
+        assert phases and set(phases) == {phase}, (config, phases)
+
+
 TWO_PASS_TILES = [(torch.float32, 4), (torch.bfloat16, 8)]
 
 

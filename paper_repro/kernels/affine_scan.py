@@ -6,7 +6,8 @@ tile, so any T is one pass. With too few rows to fill the GPU, time is cut into 
 PHASE 1 stores each segment's aggregate ``(a, b)``, PHASE 2 composes the later segments'
 aggregates into its incoming carry and scans (reduce-then-scan). PHASE 0 is the one-pass case,
 PHASE 5 (``ONE_TILE``) the one-pass case whose every program holds one tile: no loop, no carry
-out, no next tile.
+out, no next tile. PHASE 6 (``WALKED_LOOK_BACK``) is PHASE 3 with its one tile walked as a
+runtime-length segment, for the tiles that scheduled worse unrolled.
 PHASE 3 is the single-pass split: one tile per program, programs numbered in scan order (by
 launch index on CUDA, by a ticket counter elsewhere: ``IN_LAUNCH_ORDER``); each publishes its
 tile's aggregate, then looks back over its predecessors' published aggregates (a window at a
@@ -86,6 +87,10 @@ REDUCE_AGAINST_ORDER: tl.constexpr = tl.constexpr(
 # instructions and block barriers, data/h200/sass_counts.csv). The one-tile look-back (PHASE
 # 3) takes the same single tile.
 ONE_TILE: tl.constexpr = tl.constexpr(5)
+# PHASE 3 walking its tile as a segment of runtime length: the returns kernel's one-warp
+# look-back tile of 1024 steps ran TD(lambda) 9-13 % slower unrolled despite fewer registers,
+# discounted returns no faster (data/h200/one_tile_ab.csv).
+WALKED_LOOK_BACK: tl.constexpr = tl.constexpr(6)
 # Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
 # walks past the first tile across several windows, which in-order execution never does.
 SHORTCUT: tl.constexpr = tl.constexpr(True)
@@ -112,7 +117,7 @@ def program_ids(status_ptr, B, n_seg, PHASE: tl.constexpr, REVERSE: tl.constexpr
     so that every program a running one waits on has already started: by launch index where
     the dispatch follows it (``IN_LAUNCH_ORDER``) and the kernel asks for it
     (``LAUNCH_ORDER``), else by a ticket (the first word of ``status_ptr``)."""
-    if (PHASE == 3) | (PHASE == 4):
+    if (PHASE == WALKED_LOOK_BACK) | (PHASE == 3) | (PHASE == 4):
         # Nested static branches (an ``and`` of constexprs is not static in every Triton).
         if LAUNCH_ORDER:
             if IN_LAUNCH_ORDER:
@@ -331,7 +336,7 @@ def scan_in_order(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_
         a, b = tl.associative_scan((alpha, beta), 1, combine)
         edge = BLOCK_T - 1
     b_edge = column(b, edge, BLOCK_T)
-    if PHASE == 3:
+    if (PHASE == WALKED_LOOK_BACK) | (PHASE == 3):
         carry = look_back(link_ptr, status_ptr, rows, row_mask, pid_s, B, n_seg,
                           column(a, edge, BLOCK_T), b_edge, carry, REVERSE)
     # The outgoing carry is a column of ``out``, one reduction on the loop's serial path. From
@@ -432,7 +437,7 @@ def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
                                         combine_pair)
     last = (tl.arange(0, G) == G - 1)[None, :]
     agg_b = tl.sum(tl.where(last, ib, 0.0), axis=1)
-    if PHASE == 3:
+    if (PHASE == WALKED_LOOK_BACK) | (PHASE == 3):
         carry = look_back(link_ptr, status_ptr, rows, row_mask, pid_s, B, n_seg,
                           tl.sum(tl.where(last, ia, 0.0), axis=1), agg_b, carry, REVERSE)
     # Each step solved as xa + xb * carry, so that the carry is applied on the [BLOCK_B,
@@ -743,15 +748,18 @@ class Launch:
     B, T, n_seg, seg_len``, ``ints`` (strides, ...), ``scalars`` (float32 hi/lo pairs),
     ``flags`` (constexprs), ``ACC, PHASE, BLOCK_B, BLOCK_T, PREFETCH, FLIP, ALIGN``. Positional,
     so no per-call dicts. A look-back's ``agg_ptr`` is its scratch words and ``status_ptr`` the
-    spare its programs zero (``_links.py``)."""
+    spare its programs zero (``_links.py``). ``one_tile``: one-pass programs of one tile take
+    ONE_TILE (else the walk, PHASE 0); ``look_back_tile``: the one-tile look-back takes its
+    compile-time tile (PHASE 3, else ``WALKED_LOOK_BACK``)."""
 
     __slots__ = ("kernel", "grid", "num_warps", "B", "acc", "device", "cuda_index", "middle",
                  "tile", "one_pass", "single_pass", "launchers", "grid3", "maxnreg")
-    # single_pass: the look-back's PHASE (3: a tile a program; 4: a segment of tiles swept
-    # twice, reduce then scan), or 0 for none.
+    # single_pass: the look-back's PHASE (3 or 6: a tile a program; 4: a segment of tiles
+    # swept twice, reduce then scan), or 0 for none.
 
     def __init__(self, kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, device,
-                 ints: tuple, scalars: tuple = (), flags: tuple = ()):
+                 ints: tuple, scalars: tuple = (), flags: tuple = (), one_tile: bool = True,
+                 look_back_tile: bool = True):
         self.kernel, self.num_warps, self.B, self.acc, self.device = (
             kernel, config.num_warps, B, acc, device)
         self.maxnreg = config.max_registers
@@ -761,11 +769,12 @@ class Launch:
         self.middle = (B, T, self.grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
         self.tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config), int(config.flip),
                      L.alignment(B, T, ints[:4]))
-        phase = ONE_TILE if T <= config.BLOCK_T else 0
+        phase = ONE_TILE if one_tile and T <= config.BLOCK_T else 0
         self.one_pass = (*self.middle, phase, *self.tile) if self.grid[1] == 1 else None
         self.single_pass = 0
         if config.single_pass and self.one_pass is None:
-            self.single_pass = 3 if config.seg_len == config.BLOCK_T else 4
+            one = 3 if look_back_tile else WALKED_LOOK_BACK
+            self.single_pass = one if config.seg_len == config.BLOCK_T else 4
         self.launchers = {}  # one-pass direct launchers by device and pointer alignment
         if abs(config.flip) > 1 and config.BLOCK_T % abs(config.flip):
             raise ValueError(f"runs of {abs(config.flip)} steps must divide "

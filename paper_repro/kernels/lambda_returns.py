@@ -162,7 +162,8 @@ def _returns(rewards: torch.Tensor, next_values: Optional[torch.Tensor],
     t = rows.tensors
     job = Launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
-                 (next_values is not None, truncateds is not None, bootstrap_values is not None))
+                 (next_values is not None, truncateds is not None, bootstrap_values is not None),
+                 look_back_tile=False)
     pointers = L.pointers(o, t["rewards"], t["next_values"], t["terminateds"], t["truncateds"],
                           t["bootstrap_values"], o)
     P.launch(job, pointers, (rewards, next_values, terminateds, truncateds, bootstrap_values),
