@@ -6,6 +6,7 @@ from a repository root every run would import that root's tree.
     python -m paper_repro.bench.shipped_times LABEL [split|words|neighbour[-retrace] [gate]]
     python -m paper_repro.bench.shipped_times LABEL reduce-order|long-rows|look-back-rows [gate]
     python -m paper_repro.bench.shipped_times LABEL links [gate]
+    python -m paper_repro.bench.shipped_times LABEL one-tile [gate]
     python -m paper_repro.bench.shipped_times LABEL words-retrace [gate] [words=on|words=off]
 
 Lines: ``label, algorithm, num_envs, seq_len, layout, device_us`` (fp32, min of 3 CUDA-graph
@@ -17,7 +18,8 @@ Retrace, ``words-retrace`` those and three more time-major ones, ``reduce-order`
 launches whose first sweep reduces (``PAPER_REPRO_REDUCE_IN_ORDER=1`` the other arm),
 ``long-rows`` the few long rows (``LONG_ROW_CASES``), ``look-back-rows`` their one-warp
 look-backs (``LOOK_BACK_ROW_CASES``), ``links`` those and more launches that look back
-(``LINK_CASES``); ``gate``
+(``LINK_CASES``), ``one-tile`` every estimator where programs hold one tile, walking or
+not (``ONE_TILE_CASES``); ``gate``
 adds the float64 gate's verdict and largest error; ``words=on`` / ``words=off`` force where
 Retrace reads its actions as words (one tree, both arms). ``data/h200``'s ``carry_ab.csv``,
 ``agg_ab.csv``, ``words_ab.csv``, ``neighbour_ab.csv`` and ``retrace_words_ab.csv`` came from
@@ -118,6 +120,15 @@ LINK_CASES += [("gae", 512, 4096, "fp32", "TN", "float"),
                ("retrace", 1, 1048576, "fp32", "NT", "float")]
 
 
+# Every estimator at one-pass programs of one tile (4096 x 128, 512 x 512, 32768 x 32) and at
+# one-tile look-backs (the rest): ONE_TILE and the compile-time look-back tile across trees.
+ONE_TILE_CASES = [(a, n, t, "fp32", "NT", "float")
+                  for n, t in ((4096, 128), (512, 512), (32768, 32), (64, 131072), (4, 1048576),
+                               (16, 131072))
+                  for a in ("gae", "vtrace", "retrace", "lambda_returns", "discounted_returns",
+                            "eligibility_traces", "prefix_sum")]
+
+
 def words(label: str, cases=WORDS_CASES, gate=False, retrace_words=None):
     """One line a case: ``label,algorithm/N/T/dtype/layout/flags,us`` and, with ``gate``,
     whether the outputs pass the float64 gate and their largest error. ``retrace_words``:
@@ -158,7 +169,7 @@ def main(argv=None):
     named = {"neighbour": NEIGHBOUR_CASES, "neighbour-retrace": RETRACE_NEIGHBOUR_CASES,
              "words-retrace": RETRACE_WORDS_CASES, "reduce-order": REDUCE_ORDER_CASES,
              "long-rows": LONG_ROW_CASES, "look-back-rows": LOOK_BACK_ROW_CASES,
-             "links": LINK_CASES}
+             "links": LINK_CASES, "one-tile": ONE_TILE_CASES}
     if args[1:2] and args[1] in named:
         forced = {"words=on": True, "words=off": False}
         return words(args[0], named[args[1]], gate="gate" in args[2:],
