@@ -620,6 +620,11 @@ def test_sass_counts_compile_without_a_gpu():
     assert flipped["vector_loads"] == 0 < flipped["loads"]
     assert time_major["vector_loads"] == time_major["loads"] > 0
     assert 0 < capped["registers"] <= 64  # the register cap reaches ptxas
+    # loads between the scan's first shuffle and the first store: a share of the loads, and
+    # in a look-back at least its reads of the predecessors' words
+    for c in (backward, flipped, forward, time_major):
+        assert 0 <= c["loads_in_scan"] <= c["loads"]
+    assert 0 < capped["loads_in_scan"] < capped["loads"]
 
 
 @pytest.mark.parametrize("name", ["affine_scan", "gae", "vtrace"])

@@ -24,14 +24,16 @@ UNALIGNED = {"B", "n_seg", "A"}  # sizes: not assumed multiples of 16
 # the plain calls of the benchmarks: truncation flags, next values for TD(lambda), nothing else
 CONSTEXPRS = {"HAS_TRUNC": True, "HAS_NEXT": True, "REVERSE": True}
 # (BLOCK_B, BLOCK_T, num_warps, PHASE, PREFETCH, time-major)
-# The last three: one tile a program as ONE_TILE (PHASE 5) beside the same tiles walked as a
-# segment (PHASE 0, the second row): the one-tile rows of 4096 x 128 and of 64 x 512.
+# Then one tile a program as ONE_TILE (PHASE 5) beside the same tiles walked as a segment
+# (PHASE 0, the second row): the one-tile rows of 4096 x 128 and of 64 x 512; last, the few
+# long rows' one-warp look-back tile, compile-time (PHASE 3) and walked (6).
 TILES = [(1, 512, 2, 0, True, False), (4, 128, 2, 0, False, False), (1, 1024, 4, 3, False, False),
          (16, 32, 4, 0, False, True), (32, 16, 1, 2, False, True), (4, 128, 2, 5, False, False),
-         (1, 512, 4, 0, False, False), (1, 512, 4, 5, False, False)]
+         (1, 512, 4, 0, False, False), (1, 512, 4, 5, False, False),
+         (1, 1024, 1, 3, False, False), (1, 1024, 1, 6, False, False)]
 COLUMNS = ["triton", "kernel", "BLOCK_B", "BLOCK_T", "num_warps", "phase", "prefetch",
            "time_major", "flip", "registers", "instructions", "shuffles", "barriers",
-           "layout_conversions", "loads", "vector_loads"]
+           "layout_conversions", "loads", "vector_loads", "loads_in_scan"]
 # Shipped tiles under register caps (Triton's maxnreg; 0: uncapped): the fp32 look-back's
 # two-warp tile, then tiles whose registers bound the programs an SM, for later probes:
 # Retrace's one-warp look-back, V-trace's four-warp one, and the fp32 time-major tiles in
@@ -88,7 +90,7 @@ def _signature(kernel, tile, flip, align=None):
         elif name in unit:
             sig[name], const[name] = "constexpr", 1
         elif name.endswith("_ptr"):
-            # the look-back's scratch (PHASE 3, 4) is int32 words, the two passes' fp32
+            # the look-backs' scratch (PHASE 3, 4, 6) is int32 words, the two passes' fp32
             words = {"status_ptr": "*i32", "act_ptr": "*i64",
                      "agg_ptr": "*i32" if phase >= 3 else "*fp32"}
             sig[name] = words.get(name, "*fp32")
@@ -108,7 +110,9 @@ def _signature(kernel, tile, flip, align=None):
 def counts(kernel, tile, flip=0, maxnreg=0, align=None) -> dict:
     """Compile ``kernel`` for sm_90 with ``tile`` (registers capped at ``maxnreg`` where set;
     ``align``: see ``_signature``) and count what its SASS does per launch;
-    ``local_loads``/``local_stores``: spills."""
+    ``local_loads``/``local_stores``: spills; ``loads_in_scan``: global loads issued between the
+    first warp shuffle (the scan's) and the first store, which the scan may wait on (in a
+    look-back, its reads of the predecessors' words among them)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -129,14 +133,18 @@ def counts(kernel, tile, flip=0, maxnreg=0, align=None) -> dict:
              if x.strip().startswith("/*") and ";" in x and "*/" in x]
     # the opcode, after a predicate guard (``@P0``) if there is one
     words = [x.split() for x in lines if x]
-    ops = Counter((w[1] if w[0].startswith("@") and len(w) > 1 else w[0]).split(".")[0]
-                  for w in words)
+    opcodes = [(w[1] if w[0].startswith("@") and len(w) > 1 else w[0]).split(".")[0]
+               for w in words]
+    ops = Counter(opcodes)
     regs = [int(w.split(":")[1]) for w in usage.split() if w.startswith("REG:")]
+    first_shuffle = opcodes.index("SHFL") if "SHFL" in opcodes else len(opcodes)
+    first_store = opcodes.index("STG", first_shuffle) if "STG" in opcodes[first_shuffle:] else None
     return {"registers": regs[0] if regs else "", "instructions": len(lines),
             "shuffles": ops["SHFL"], "barriers": ops["BAR"],
             "layout_conversions": compiled.asm["ttgir"].count("ttg.convert_layout"),
             "loads": ops["LDG"], "vector_loads": sum("LDG.E.128" in x for x in lines),
-            "local_loads": ops["LDL"], "local_stores": ops["STL"]}
+            "local_loads": ops["LDL"], "local_stores": ops["STL"],
+            "loads_in_scan": opcodes[first_shuffle:first_store].count("LDG")}
 
 
 def rows(quick=False):
