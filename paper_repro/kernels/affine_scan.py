@@ -6,15 +6,15 @@ tile, so any T is one pass. With too few rows to fill the GPU, time is cut into 
 PHASE 1 stores each segment's aggregate ``(a, b)``, PHASE 2 composes the later segments'
 aggregates into its incoming carry and scans (reduce-then-scan). PHASE 0 is the one-pass case,
 PHASE 5 (``ONE_TILE``) the one-pass case whose every program holds one tile: no loop, no carry
-out, no next tile. PHASE 6 (``WALKED_LOOK_BACK``) is PHASE 3 with its one tile walked as a
-runtime-length segment, for the tiles that scheduled worse unrolled.
+out, no next tile.
 PHASE 3 is the single-pass split: one tile per program, programs numbered in scan order (by
 launch index on CUDA, by a ticket counter elsewhere: ``IN_LAUNCH_ORDER``); each publishes its
 tile's aggregate, then looks back over its predecessors' published aggregates (a window at a
 time) to the nearest inclusive prefix (decoupled look-back), so the inputs are read once.
 PHASE 4 looks back over segments of several tiles: a program sweeps its segment twice,
 reducing, then (after the look-back) scanning and storing, so its second read of the inputs
-follows the first closely.
+follows the first closely. PHASE 6 (``WALKED_LOOK_BACK``) is PHASE 3 with its one tile walked
+as a runtime-length segment, for the tiles that scheduled worse unrolled.
 
 With ``PREFETCH`` (several tiles per program, few warps) the next tile's inputs are loaded
 before this tile is scanned, so its memory latency overlaps the scan: 5-17 % off the long-row
