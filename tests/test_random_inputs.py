@@ -114,11 +114,27 @@ def test_time_split_across_programs(est, config, kernels):
         check(est, d, TOL[torch.float32])
 
 
-# (tile, T): one tile of several rows; one-row tiles of one tile; one tile a look-back program
-ONE_TILE_CASES = [(L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=16, flip=4), 13),
-                  (L.ScanConfig(BLOCK_B=1, BLOCK_T=16, num_warps=1, seg_len=16, flip=4), 16),
-                  (L.ScanConfig(BLOCK_B=2, BLOCK_T=8, num_warps=1, seg_len=8, single_pass=True,
-                                flip=4), 29)]
+# (tile, T, dtype): one tile of several rows; one-row tiles of one tile; one tile a look-back
+# program, several rows in fp32 and one row in bf16
+_LOOK_BACK_TILE = L.ScanConfig(BLOCK_B=2, BLOCK_T=8, num_warps=1, seg_len=8, single_pass=True,
+                               flip=4)
+ONE_TILE_CASES = [(L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=16, flip=4), 13,
+                   torch.float32),
+                  (L.ScanConfig(BLOCK_B=1, BLOCK_T=16, num_warps=1, seg_len=16, flip=4), 16,
+                   torch.float32),
+                  (_LOOK_BACK_TILE, 29, torch.float32),
+                  (L.ScanConfig(BLOCK_B=1, BLOCK_T=16, num_warps=1, seg_len=16,
+                                single_pass=True, flip=8), 45, torch.bfloat16)]
+
+
+def _one_tile_phase(kernel: str, config, dtype) -> int:
+    """The phase each estimator's launch takes (ONE_TILE 5 / walked 0, compile-time look-back
+    tile 3 / walked 6), as its tiles were timed best."""
+    if not config.single_pass:
+        return 0 if kernel == "vtrace" and config.BLOCK_B > 1 else 5
+    walked = {"returns": True, "gae": dtype == torch.bfloat16,
+              "vtrace": config.BLOCK_B > 1 or dtype == torch.bfloat16}
+    return 6 if walked.get(kernel, False) else 3
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: e.name)
@@ -127,7 +143,8 @@ def test_one_tile_phases_by_estimator(est, kernels, monkeypatch):
     """Each estimator's launches take the phase its tiles were timed best in: ONE_TILE (5) for
     one-pass programs of one tile but V-trace's tiles of several rows (0: walked), the
     compile-time one-tile look-back (3) but the returns kernel's (TD(lambda) and discounted
-    returns; 6: walked); every one matches the reference."""
+    returns), GAE's 16-bit one and V-trace's but fp32 one-row ones (6: walked); every one
+    matches the reference."""
     from paper_repro.kernels import affine_scan as S
 
     phases = []
@@ -144,15 +161,13 @@ def test_one_tile_phases_by_estimator(est, kernels, monkeypatch):
                  "eligibility_traces"):
         monkeypatch.setattr(f"paper_repro.kernels.{name}.Launch", Recorded, raising=False)
     monkeypatch.setattr(_plan, "lookup", lambda *a, **k: (None, None))  # every call launches
-    walked_rows = est.kernel == "vtrace"
-    walked_look_back = est.kernel == "returns"
-    want = [0 if walked_rows else 5, 5, 6 if walked_look_back else 3]
-    for (config, T), phase in zip(ONE_TILE_CASES, want):
-        d = make_inputs(5, T, device=device_of(kernels))
+    for config, T, dtype in ONE_TILE_CASES:
+        d = make_inputs(5, T, dtype=dtype, device=device_of(kernels))
         phases.clear()
         with kernels_on(kernels), L.force_config(config):
-            check(est, d, TOL[torch.float32])
-        assert phases and set(phases) == {phase}, (config, phases)
+            check(est, d, TOL[dtype])
+        assert phases and set(phases) == {_one_tile_phase(est.kernel, config, dtype)}, \
+            (config, dtype, phases)
 
 
 TWO_PASS_TILES = [(torch.float32, 4), (torch.bfloat16, 8)]

@@ -206,11 +206,14 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
                           itemsize=vs.element_size(), long_rows=LONG_ROWS)
     t = rows.tensors
     # ONE_TILE only for one-row tiles: 4 x 128 and 32 x 32 tiles of one tile ran 10-15 % slower
-    # unrolled (data/h200/one_tile_ab.csv), 1 x 512 6 % faster.
+    # unrolled (data/h200/one_tile_ab.csv), 1 x 512 6 % faster. The compile-time look-back tile
+    # likewise, and in fp32 only (roofline.csv, across runs: time-major 32 x 128 64x131072 81 ->
+    # 103 us, bf16 one-row 37.9 -> 39.6; fp32 one-row 63.8 -> 60.0).
     job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(vs.dtype), vs.device,
                  L.layout_ints(rows, vs), L.scalar_pairs(gamma, rho_bar, c_bar),
                  (truncateds is not None, bootstrap_values is not None, last is not None),
-                 one_tile=config.BLOCK_B == 1)
+                 one_tile=config.BLOCK_B == 1,
+                 look_back_tile=config.BLOCK_B == 1 and vs.element_size() != 2)
     pointers = L.pointers(vs, t["log_pi_target"], t["log_pi_behavior"], t["values"],
                           t["rewards"], t["terminateds"], t["truncateds"],
                           t["bootstrap_values"], last, vs, adv)
