@@ -6,7 +6,7 @@ from a repository root every run would import that root's tree.
     python -m paper_repro.bench.shipped_times LABEL [split|words|neighbour[-retrace] [gate]]
     python -m paper_repro.bench.shipped_times LABEL reduce-order|long-rows|look-back-rows [gate]
     python -m paper_repro.bench.shipped_times LABEL links [gate]
-    python -m paper_repro.bench.shipped_times LABEL one-tile [gate]
+    python -m paper_repro.bench.shipped_times LABEL one-tile|look-back-tile [gate]
     python -m paper_repro.bench.shipped_times LABEL words-retrace [gate] [words=on|words=off]
 
 Lines: ``label, algorithm, num_envs, seq_len, layout, device_us`` (fp32, min of 3 CUDA-graph
@@ -19,7 +19,8 @@ launches whose first sweep reduces (``PAPER_REPRO_REDUCE_IN_ORDER=1`` the other 
 ``long-rows`` the few long rows (``LONG_ROW_CASES``), ``look-back-rows`` their one-warp
 look-backs (``LOOK_BACK_ROW_CASES``), ``links`` those and more launches that look back
 (``LINK_CASES``), ``one-tile`` every estimator where programs hold one tile, walking or
-not (``ONE_TILE_CASES``); ``gate``
+not (``ONE_TILE_CASES``), ``look-back-tile`` the one-tile look-backs walked or compile-time
+(``LOOK_BACK_TILE_CASES``); ``gate``
 adds the float64 gate's verdict and largest error; ``words=on`` / ``words=off`` force where
 Retrace reads its actions as words (one tree, both arms). ``data/h200``'s ``carry_ab.csv``,
 ``agg_ab.csv``, ``words_ab.csv``, ``neighbour_ab.csv`` and ``retrace_words_ab.csv`` came from
@@ -128,6 +129,17 @@ ONE_TILE_CASES = [(a, n, t, "fp32", "NT", "float")
                   for a in ("gae", "vtrace", "retrace", "lambda_returns", "discounted_returns",
                             "eligibility_traces", "prefix_sum")]
 
+# The look-back tiles judged across suite runs rather than in turn (V-trace's several-row and
+# 16-bit ones, GAE's 16-bit ones) and controls of each estimator: walked (PHASE 6) against
+# compile-time (PHASE 3) across trees.
+LOOK_BACK_TILE_CASES = [(a, n, t, dt, layout, fl)
+                        for a in ("vtrace", "gae", "prefix_sum", "eligibility_traces")
+                        for n, t, dt, layout, fl in ((64, 131072, "fp32", "TN", "float"),
+                                                     (512, 4096, "fp32", "TN", "float"),
+                                                     (64, 131072, "bf16", "NT", "bool"),
+                                                     (1, 4194304, "bf16", "NT", "bool"),
+                                                     (64, 131072, "fp32", "NT", "float"))]
+
 
 def words(label: str, cases=WORDS_CASES, gate=False, retrace_words=None):
     """One line a case: ``label,algorithm/N/T/dtype/layout/flags,us`` and, with ``gate``,
@@ -169,7 +181,8 @@ def main(argv=None):
     named = {"neighbour": NEIGHBOUR_CASES, "neighbour-retrace": RETRACE_NEIGHBOUR_CASES,
              "words-retrace": RETRACE_WORDS_CASES, "reduce-order": REDUCE_ORDER_CASES,
              "long-rows": LONG_ROW_CASES, "look-back-rows": LOOK_BACK_ROW_CASES,
-             "links": LINK_CASES, "one-tile": ONE_TILE_CASES}
+             "links": LINK_CASES, "one-tile": ONE_TILE_CASES,
+             "look-back-tile": LOOK_BACK_TILE_CASES}
     if args[1:2] and args[1] in named:
         forced = {"words=on": True, "words=off": False}
         return words(args[0], named[args[1]], gate="gate" in args[2:],
