@@ -116,13 +116,12 @@ def test_time_split_across_programs(est, config, kernels):
 
 # (tile, T, dtype): one tile of several rows; one-row tiles of one tile; one tile a look-back
 # program, several rows in fp32 and one row in bf16
-_LOOK_BACK_TILE = L.ScanConfig(BLOCK_B=2, BLOCK_T=8, num_warps=1, seg_len=8, single_pass=True,
-                               flip=4)
 ONE_TILE_CASES = [(L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=16, flip=4), 13,
                    torch.float32),
                   (L.ScanConfig(BLOCK_B=1, BLOCK_T=16, num_warps=1, seg_len=16, flip=4), 16,
                    torch.float32),
-                  (_LOOK_BACK_TILE, 29, torch.float32),
+                  (L.ScanConfig(BLOCK_B=2, BLOCK_T=8, num_warps=1, seg_len=8,
+                                single_pass=True, flip=4), 29, torch.float32),
                   (L.ScanConfig(BLOCK_B=1, BLOCK_T=16, num_warps=1, seg_len=16,
                                 single_pass=True, flip=8), 45, torch.bfloat16)]
 
