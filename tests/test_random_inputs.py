@@ -587,11 +587,15 @@ def test_heuristic_splits():
     assert L.choose_config(64, 512, False, 132, False).num_warps == 4
     assert L.choose_config(128, 1024, False, 132, True).num_warps == 8
     # rows of 17-511 steps, one tile a program: 128 elements a warp in fp32 and fp64, 256 in
-    # 16 bits and for V-trace (whose several-row tiles walk)
+    # 16 bits; V-trace's 128 in fp32 tiles of up to 512 elements, 256 otherwise
     assert L.choose_config(4096, 128, False, 132, False) == L.ScanConfig(4, 128, 4, 128, flip=4)
     assert L.choose_config(32768, 32, False, 132, False, itemsize=8).num_warps == 8
     assert L.choose_config(4096, 128, False, 132, False, itemsize=2).num_warps == 2
-    assert L.choose_config(4096, 128, False, 132, True).num_warps == 2
+    assert L.choose_config(4096, 128, False, 132, True) == L.ScanConfig(4, 128, 4, 128, flip=4)
+    assert L.choose_config(4096, 64, False, 132, True).num_warps == 2
+    assert L.choose_config(32768, 32, False, 132, True).num_warps == 4
+    assert L.choose_config(4096, 128, False, 132, True, itemsize=2).num_warps == 2
+    assert L.choose_config(4096, 128, False, 132, True, itemsize=8).num_warps == 2
     # 16-bit look-back in one-warp tiles: 1024 steps, V-trace's 512
     # (capped at the estimator's cap16 from 2**22 elements)
     assert L.choose_config(64, 131072, False, 132, False, itemsize=2) == \

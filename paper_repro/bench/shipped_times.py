@@ -6,7 +6,7 @@ from a repository root every run would import that root's tree.
     python -m paper_repro.bench.shipped_times LABEL [split|words|neighbour[-retrace] [gate]]
     python -m paper_repro.bench.shipped_times LABEL reduce-order|long-rows|look-back-rows [gate]
     python -m paper_repro.bench.shipped_times LABEL links [gate]
-    python -m paper_repro.bench.shipped_times LABEL one-tile|look-back-tile [gate]
+    python -m paper_repro.bench.shipped_times LABEL one-tile|look-back-tile|vtrace-warps [gate]
     python -m paper_repro.bench.shipped_times LABEL words-retrace [gate] [words=on|words=off]
 
 Lines: ``label, algorithm, num_envs, seq_len, layout, device_us`` (fp32, min of 3 CUDA-graph
@@ -20,7 +20,8 @@ launches whose first sweep reduces (``PAPER_REPRO_REDUCE_IN_ORDER=1`` the other 
 look-backs (``LOOK_BACK_ROW_CASES``), ``links`` those and more launches that look back
 (``LINK_CASES``), ``one-tile`` every estimator where programs hold one tile, walking or
 not (``ONE_TILE_CASES``), ``look-back-tile`` the one-tile look-backs walked or compile-time
-(``LOOK_BACK_TILE_CASES``); ``gate``
+(``LOOK_BACK_TILE_CASES``), ``vtrace-warps`` V-trace's one-tile rows
+(``VTRACE_WARP_CASES``); ``gate``
 adds the float64 gate's verdict and largest error; ``words=on`` / ``words=off`` force where
 Retrace reads its actions as words (one tree, both arms). ``data/h200``'s ``carry_ab.csv``,
 ``agg_ab.csv``, ``words_ab.csv``, ``neighbour_ab.csv`` and ``retrace_words_ab.csv`` came from
@@ -140,6 +141,13 @@ LOOK_BACK_TILE_CASES = [(a, n, t, dt, layout, fl)
                                                      (1, 4194304, "bf16", "NT", "bool"),
                                                      (64, 131072, "fp32", "NT", "float"))]
 
+# V-trace's batch-major one-tile rows (fp32 tiles of 256-1024 elements, bf16 and fp64 controls).
+VTRACE_WARP_CASES = [("vtrace", n, t, "fp32", "NT", "float")
+                     for n, t in ((4096, 128), (16384, 32), (2048, 256), (4096, 64), (4096, 80),
+                                  (32768, 32), (16384, 64), (32768, 128), (1024, 128))]
+VTRACE_WARP_CASES += [("vtrace", 4096, 128, "bf16", "NT", "bool"),
+                      ("vtrace", 4096, 128, "fp64", "NT", "float")]
+
 
 def words(label: str, cases=WORDS_CASES, gate=False, retrace_words=None):
     """One line a case: ``label,algorithm/N/T/dtype/layout/flags,us`` and, with ``gate``,
@@ -182,7 +190,7 @@ def main(argv=None):
              "words-retrace": RETRACE_WORDS_CASES, "reduce-order": REDUCE_ORDER_CASES,
              "long-rows": LONG_ROW_CASES, "look-back-rows": LOOK_BACK_ROW_CASES,
              "links": LINK_CASES, "one-tile": ONE_TILE_CASES,
-             "look-back-tile": LOOK_BACK_TILE_CASES}
+             "look-back-tile": LOOK_BACK_TILE_CASES, "vtrace-warps": VTRACE_WARP_CASES}
     if args[1:2] and args[1] in named:
         forced = {"words=on": True, "words=off": False}
         return words(args[0], named[args[1]], gate="gate" in args[2:],
