@@ -400,7 +400,7 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
             # V-trace's fp32 one-tile rows in tiles of up to 512 elements: 128 elements a warp
             # (vtrace_warps.csv, against 256: 4096x128 0.94x the time, 16384x32 0.95x,
             # 2048x256 0.92x; its 1024-element tiles 0.99-1.04x, bf16 at 128 1.28-1.57x).
-            num_warps = (BLOCK_B * BLOCK_T) // 128
+            num_warps = max(1, (BLOCK_B * BLOCK_T) // 128)
     row_blocks = triton_cdiv(B, BLOCK_B)
     chunks = triton_cdiv(T, BLOCK_T)
     # up to four rows split from 4096 steps (split_rows.csv, split-long: 4x8192 0.55-0.65x the
