@@ -90,7 +90,7 @@ ONE_TILE: tl.constexpr = tl.constexpr(5)
 # PHASE 3 walking its tile as a segment of runtime length: the returns kernel's one-warp
 # look-back tile of 1024 steps ran TD(lambda) 9-13 % slower unrolled despite fewer registers,
 # discounted returns no faster (data/h200/one_tile_ab.csv); GAE's 16-bit rows and V-trace's
-# several-row and 16-bit tiles likewise (roofline.csv across runs, docs/engine.md).
+# several-row and 16-bit tiles likewise (look_back_tile_ab.csv, docs/engine.md).
 WALKED_LOOK_BACK: tl.constexpr = tl.constexpr(6)
 # Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
 # walks past the first tile across several windows, which in-order execution never does.

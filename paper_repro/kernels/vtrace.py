@@ -207,8 +207,8 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
     t = rows.tensors
     # ONE_TILE only for one-row tiles: 4 x 128 and 32 x 32 tiles of one tile ran 10-15 % slower
     # unrolled (data/h200/one_tile_ab.csv), 1 x 512 6 % faster. The compile-time look-back tile
-    # likewise, and in fp32 only (roofline.csv, across runs: time-major 32 x 128 64x131072 81 ->
-    # 103 us, bf16 one-row 37.9 -> 39.6; fp32 one-row 63.8 -> 60.0).
+    # likewise, and in fp32 only (look_back_tile_ab.csv, walked against compile-time in turn:
+    # time-major 32 x 128 64x131072 0.78x the time, bf16 one-row 0.97x; fp32 one-row 1.00x).
     job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(vs.dtype), vs.device,
                  L.layout_ints(rows, vs), L.scalar_pairs(gamma, rho_bar, c_bar),
                  (truncateds is not None, bootstrap_values is not None, last is not None),
