@@ -97,14 +97,36 @@ def headline(frame):
                  bool((1e3 * full <= 18).all()))]
 
 
+def _ours_measured_at(frame, suite, metric):
+    """When each cell of ``suite`` last timed ours (NaT where rows carry no timestamp)."""
+    rows = frame[(frame.suite == suite) & (frame.implementation == OURS)
+                 & (frame.metric == metric)]
+    stamps = rows.get("timestamp", pd.Series(index=rows.index, dtype=object))
+    when = pd.to_datetime(stamps, utc=True, errors="coerce", format="ISO8601")
+    return when.groupby([rows[c] for c in A.CELL]).max()
+
+
+def _newest_ratios(frame, peer, metric="device"):
+    """``peer`` / ours ``metric`` per cell, each cell once: from the suite that timed ours
+    there last (suites re-run later supersede the earlier runs of the same cell)."""
+    parts = []
+    for suite in frame.suite.unique():
+        r = A.ratio(frame, suite, (peer, metric), (OURS, metric))
+        if len(r):
+            when = _ours_measured_at(frame, suite, metric).reindex(r.index)
+            parts.append(pd.DataFrame({"ratio": r.values, "when": when.values}, index=r.index))
+    if not parts:
+        return pd.Series(dtype=float)
+    both = pd.concat(parts).sort_values("when", kind="stable", na_position="first")
+    return both[~both.index.duplicated(keep="last")].ratio
+
+
 def peers_full_call(frame):
     """Our full call against PufferLib's over its 40-shape study and rl-triton's in every
-    suite that measured both (same run, same cell)."""
+    suite that measured both (same run, same cell; each cell from its newest run)."""
     name = "full call faster than PufferLib's (its study's shapes) and rl-triton's (every suite)"
-    ours = ("ours", "full_call")
-    puffer = A.ratio(frame, "pufferlib", ("pufferlib", "full_call"), ours)
-    rl = [A.ratio(frame, s, ("rl-triton", "full_call"), ours) for s in frame.suite.unique()]
-    rl = pd.concat([r for r in rl if len(r)]) if any(len(r) for r in rl) else pd.Series()
+    puffer = A.ratio(frame, "pufferlib", ("pufferlib", "full_call"), ("ours", "full_call"))
+    rl = _newest_ratios(frame, "rl-triton", "full_call")
     if not len(puffer) or not len(rl):
         return _row(name, NOT_RECORDED, None)
     return _row(name, f"PufferLib / ours {A.fmt_range(puffer)} at {len(puffer)} shapes; "
@@ -113,30 +135,6 @@ def peers_full_call(frame):
 
 
 GPU_PEERS = ("pufferlib", "rl-triton", "assoc-scan-compiled", "doubling-compiled", "torchrl")
-
-
-def _ours_measured_at(frame, suite):
-    """When each cell of ``suite`` last timed ours (NaT where rows carry no timestamp)."""
-    rows = frame[(frame.suite == suite) & (frame.implementation == OURS)
-                 & (frame.metric == "device")]
-    stamps = rows.get("timestamp", pd.Series(index=rows.index, dtype=object))
-    when = pd.to_datetime(stamps, utc=True, errors="coerce", format="ISO8601")
-    return when.groupby([rows[c] for c in A.CELL]).max()
-
-
-def _newest_ratios(frame, peer):
-    """``peer`` / ours device time per cell, each cell once: from the suite that timed ours
-    there last (suites re-run later supersede the earlier runs of the same cell)."""
-    parts = []
-    for suite in frame.suite.unique():
-        r = A.ratio(frame, suite, (peer, "device"), (OURS, "device"))
-        if len(r):
-            when = _ours_measured_at(frame, suite).reindex(r.index)
-            parts.append(pd.DataFrame({"ratio": r.values, "when": when.values}, index=r.index))
-    if not parts:
-        return pd.Series(dtype=float)
-    both = pd.concat(parts).sort_values("when", kind="stable", na_position="first")
-    return both[~both.index.duplicated(keep="last")].ratio
 
 
 def peers_device(frame):
