@@ -1,5 +1,5 @@
 """Offline tile tuning on the GPU: sweep (BLOCK_B, BLOCK_T, num_warps, segments) per shape and
-record device times, so the heuristic in kernels/_launch.py is chosen from data.
+record device times, so the heuristic in kernels/_tiles.py is chosen from data.
 
     python -m paper_repro.tuning --out data/h200 [--quick]
 
