@@ -477,21 +477,28 @@ STEPS1024 = L.LongRows(two_pass_steps32=1024)
 
 @pytest.mark.parametrize("time_major", [False, True])
 def test_heuristic_tiles_launchable(time_major):
-    """Every tile the heuristic picks, at horizons 1-2**22 and 1-32768 rows, each estimator
-    kind and dtype, is one Triton launches (the interpreter does not check): powers of two,
-    1-16 warps, a segment of whole tiles."""
+    """Every tile the heuristic picks, at horizons 1-2**22 and 1-32768 rows, for each
+    estimator's long-row settings and every dtype, is one Triton launches (the interpreter does
+    not check): powers of two, 1-16 warps, a segment of whole tiles."""
+    from paper_repro.kernels import gae, lambda_returns, vtrace
+
     def pow2(x):
         return x >= 1 and x & (x - 1) == 0
 
+    kinds = [(False, False, L.LongRows()), (False, False, gae.LONG_ROWS),
+             (False, False, lambda_returns.LONG_ROWS),
+             (False, False, lambda_returns.LONG_ROWS_NO_VALUES),
+             (True, False, vtrace.LONG_ROWS), (True, True, L.LongRows())]
     for T in (1, 2, 7, 16, 17, 63, 64, 100, 129, 300, 511, 512, 1000, 2048, 5000, 16384,
               131072, 1 << 22):
         for N in (1, 3, 4, 64, 133, 512, 4096, 32768):
             if N * T > 1 << 28:
                 continue
-            for wide, retrace in ((False, False), (True, False), (True, True)):
+            for wide, retrace, long_rows in kinds:
                 for itemsize in (2, 4, 8):
-                    c = L.choose_config(N, T, time_major, 132, wide, retrace, itemsize)
-                    where = (N, T, time_major, wide, retrace, itemsize, c)
+                    c = L.choose_config(N, T, time_major, 132, wide, retrace, itemsize,
+                                        long_rows)
+                    where = (N, T, time_major, wide, retrace, itemsize, long_rows, c)
                     assert pow2(c.num_warps) and c.num_warps <= 16, where
                     assert pow2(c.BLOCK_B) and pow2(c.BLOCK_T), where
                     assert c.seg_len % c.BLOCK_T == 0, where
