@@ -461,6 +461,26 @@ def test_targets_command(capsys):
                for line in out.splitlines()) == 15
 
 
+def test_targets_markdown(tmp_path, monkeypatch):
+    """``--markdown`` writes the same verdicts as a Markdown table, one row a target, a pipe
+    inside a cell escaped so that it cannot split the row."""
+    import pandas as pd
+
+    from paper_repro.bench import analysis as A
+    from paper_repro.bench import targets
+
+    path = tmp_path / "targets.md"
+    targets.main(["--markdown", str(path)])
+    table = targets.targets_table(A.load())
+    rows = [line for line in path.read_text().splitlines() if line.startswith("| ")][1:]
+    assert len(rows) == len(table) == 15
+    assert [r.rsplit("|", 2)[1].strip() for r in rows] == list(table.met)
+    assert f"{(table.met == 'yes').sum()} of 15 met" in path.read_text()
+    piped = pd.DataFrame([dict(target="a | b", measured="c", met="no")])
+    monkeypatch.setattr(targets, "targets_table", lambda frame: piped)
+    assert "| a \\| b | c | no |" in targets.targets_markdown(None)
+
+
 def test_tile_probe_candidates_are_launchable():
     """Every candidate tile of the tile probe is one the engine can launch: a power-of-two tile
     dividing its segment, a look-back walking one tile a program (or, segment look-backs,
