@@ -142,6 +142,26 @@ def test_reward2go_matches_discounted_returns_without_bootstrap(backend, dtype):
     assert_close("reward2go", ours, want, TOLS[dtype])
 
 
+@DTYPES
+def test_td_lambda_per_step_gamma_matches_torchrl(backend, dtype):
+    """TorchRL's per-step gamma tensor (``rolling_gamma``: each gamma discounts its own step)
+    is ours with the scalar gamma and fractional flags ``1 - (1 - terminated) gamma_t / gamma``
+    (README, per-step discounts)."""
+    d = episodes(3, 64, dtype)
+    gamma_t = GAMMA * torch.rand(d["r"].shape, generator=torch.Generator().manual_seed(7),
+                                 dtype=dtype).clamp(min=0.5)
+    boot = torch.zeros_like(d["r"])
+    boot[:, -1] = d["n"][:, -1]
+    done = d["term"]
+    want = F.td_lambda_return_estimate(gamma_t, LAMBDA, d["n"], d["r"], done, done,
+                                       rolling_gamma=True)
+    flags = 1 - (~done).to(dtype) * gamma_t / GAMMA
+    x = on(dict(r=d["r"], n=d["n"], flags=flags, boot=boot), device_of(backend))
+    ours = P.compute_lambda_returns(x["r"], x["n"], x["flags"], None, GAMMA, LAMBDA, x["boot"],
+                                    time_dim=-2)
+    assert_close("td(lambda), per-step gamma", ours, want, TOLS[dtype])
+
+
 # --------------------------------------------------------------------------- pinned differences
 
 @pytest.mark.parametrize("name", ["gae", "td_lambda", "reward2go"])

@@ -136,7 +136,9 @@ def check_scalar(name, value, *, low=None):
     if type(value) is float and math.isfinite(value) and low is None:
         return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+        hint = ("; per-step discounts go in the flags: flag = 1 - discount_t / gamma (README, "
+                "per-step discounts)") if name == "gamma" else ""
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}{hint}")
     value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")

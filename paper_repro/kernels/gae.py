@@ -163,7 +163,9 @@ def compute_gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambd
     Args:
         rewards, values: ``[..., T, ...]`` floating, time on ``time_dim``; ``values`` is V(s_t).
         terminateds, truncateds: step ``t`` ends its episode (bool, integer or float);
-            truncated steps bootstrap from ``bootstrap_values``. Default truncateds: None.
+            truncated steps bootstrap from ``bootstrap_values``. Default truncateds: None. A
+            float in [0, 1] weights the successor by ``1 - flag``: a per-step discount
+            ``gamma * c_t`` is ``terminateds = 1 - c_t`` (every estimator is linear in its flags).
         gamma, lambda_: discount and trace decay. Default: 0.99, 0.95.
         bootstrap_values: V of the true next state, read at truncated steps and at T-1.
         last_value: V(s_T) per row (batch shape); alternative to ``bootstrap_values[..., -1]``.

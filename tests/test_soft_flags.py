@@ -1,0 +1,123 @@
+"""Flags in [0, 1] weight the successor by ``1 - flag``: every recurrence is linear in its flags
+(SPEC.md 1), so a per-step discount ``discount_t = gamma * c_t`` (rlax's ``discount_t``,
+Dreamer's predicted continuation) is the flag ``1 - c_t``. Checked against the float64
+reference and against the per-step-discount recurrences as those libraries write them."""
+import pytest
+import torch
+from conftest import TOL, assert_close, device_of
+from estimators import ESTIMATORS, make_inputs, outputs
+
+import paper_repro as P
+from paper_repro.baselines import reference as ref
+
+IDS = [e.name for e in ESTIMATORS]
+GAMMA, LAMBDA = 0.97, 0.9
+
+
+def soft_flags(d, seed, truncations=True):
+    """``d`` with fractional flags: terminations of random weight at a third of the steps and,
+    with ``truncations``, truncations of weight at most what the termination leaves."""
+    g = torch.Generator().manual_seed(seed)
+    N, T = d["r"].shape
+    term = torch.rand(N, T, generator=g) * (torch.rand(N, T, generator=g) < 1 / 3)
+    d = dict(d, term=term.to(d["r"].device))
+    if truncations:
+        trunc = (1 - term) * torch.rand(N, T, generator=g) * (torch.rand(N, T, generator=g) < 0.2)
+        d["trunc"] = trunc.to(d["r"].device)
+    return d
+
+
+@pytest.mark.parametrize("truncations", [False, True], ids=["terminations", "both"])
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_fractional_flags_against_reference(est, truncations, backend):
+    d = soft_flags(make_inputs(3, 70, device=device_of(backend)), 1, truncations)
+    want = outputs(est.call(ref, d))
+    got = outputs(est.call(P, d))
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_close(f"{est.name}[{i}]", g, w, TOL[torch.float32])
+
+
+def _continuations(N, T, seed, device):
+    """Dreamer-style continuation probabilities, some steps near-terminal."""
+    g = torch.Generator().manual_seed(seed)
+    c = torch.rand(N, T, generator=g).clamp(min=0.6)
+    c[torch.rand(N, T, generator=g) < 0.1] = 0.0
+    return c.to(device)
+
+
+def test_gae_with_per_step_discounts(backend):
+    """rlax's truncated GAE: ``delta_t = r_t + discount_t v_{t+1} - v_t``,
+    ``A_t = delta_t + lambda discount_t A_{t+1}``, ``v_T`` the last value."""
+    device = device_of(backend)
+    d = make_inputs(4, 45, device=device)
+    r, v, last = d["r"], d["v"], d["last"]
+    discount = GAMMA * _continuations(4, 45, 2, device)
+    r64, v64, disc64 = r.double().cpu(), v.double().cpu(), discount.double().cpu()
+    v_next = torch.cat([v64[:, 1:], last.double().cpu()[:, None]], 1)
+    want = torch.empty_like(r64)
+    acc = torch.zeros(4, dtype=torch.float64)
+    for t in range(44, -1, -1):
+        acc = r64[:, t] + disc64[:, t] * v_next[:, t] - v64[:, t] + LAMBDA * disc64[:, t] * acc
+        want[:, t] = acc
+    got = P.compute_gae(r, v, 1 - discount / GAMMA, None, GAMMA, LAMBDA, last_value=last)
+    assert_close("gae", got, want, TOL[torch.float32])
+
+
+def test_lambda_returns_with_continuations(backend):
+    """Dreamer's lambda-return: ``R_t = r_t + gamma c_t ((1 - lambda) v_{t+1} + lambda
+    R_{t+1})``, ``R_T = v_T``; the last column of ``bootstrap_values`` carries ``v_T``."""
+    device = device_of(backend)
+    d = make_inputs(5, 33, device=device)
+    r, v_next = d["r"], d["n"]  # v_next[:, t] = v_{t+1}; v_next[:, -1] = v_T
+    c = _continuations(5, 33, 3, device)
+    r64, n64, c64 = r.double().cpu(), v_next.double().cpu(), c.double().cpu()
+    want = torch.empty_like(r64)
+    acc = n64[:, -1].clone()
+    for t in range(32, -1, -1):
+        acc = r64[:, t] + GAMMA * c64[:, t] * ((1 - LAMBDA) * n64[:, t] + LAMBDA * acc)
+        want[:, t] = acc
+    boot = torch.zeros_like(r)
+    boot[:, -1] = v_next[:, -1]
+    got = P.compute_lambda_returns(r, v_next, 1 - c, None, GAMMA, LAMBDA, boot)
+    assert_close("lambda_returns", got, want, TOL[torch.float32])
+
+
+def test_vtrace_with_per_step_discounts(backend):
+    """rlax's V-trace (lambda 1): ``vs_t - v_t = rho_t (r_t + discount_t v_{t+1} - v_t) +
+    discount_t c_t (vs_{t+1} - v_{t+1})``; the advantage ``rho_t (r_t + discount_t vs_{t+1} -
+    v_t)``, ``vs_T = v_T``."""
+    device = device_of(backend)
+    d = make_inputs(3, 40, device=device)
+    lpt, lpb, v, r, last = d["lpt"], d["lpb"], d["v"], d["r"], d["last"]
+    discount = GAMMA * _continuations(3, 40, 4, device)
+    ratio = torch.exp(lpt.double() - lpb.double()).cpu()
+    rho, c = ratio.clamp(max=1.0), ratio.clamp(max=0.9)
+    r64, v64, disc64 = r.double().cpu(), v.double().cpu(), discount.double().cpu()
+    v_next = torch.cat([v64[:, 1:], last.double().cpu()[:, None]], 1)
+    diff = torch.zeros(3, dtype=torch.float64)
+    vs = torch.empty_like(r64)
+    for t in range(39, -1, -1):
+        diff = rho[:, t] * (r64[:, t] + disc64[:, t] * v_next[:, t] - v64[:, t]) + \
+            disc64[:, t] * c[:, t] * diff
+        vs[:, t] = v64[:, t] + diff
+    vs_next = torch.cat([vs[:, 1:], last.double().cpu()[:, None]], 1)
+    adv = rho * (r64 + disc64 * vs_next - v64)
+    got_vs, got_adv = P.compute_vtrace(lpt, lpb, v, r, 1 - discount / GAMMA, None, GAMMA, 1.0,
+                                       0.9, None, last)
+    assert_close("vs", got_vs, vs, TOL[torch.float32])
+    assert_close("advantages", got_adv, adv, TOL[torch.float32])
+
+
+def test_validate_still_asks_for_binary_flags():
+    """``validate=True`` checks that flags are 0 or 1, so soft flags go without it."""
+    d = soft_flags(make_inputs(2, 8), 5, truncations=False)
+    with pytest.raises(ValueError, match="terminateds must hold only 0 and 1"):
+        P.compute_gae(d["r"], d["v"], d["term"], validate=True)
+
+
+def test_tensor_gamma_names_the_per_step_route():
+    """A tensor ``gamma`` is refused with the way to pass per-step discounts."""
+    d = make_inputs(2, 8)
+    route = r"gamma must be a real number, got Tensor; .*flag = 1 - discount_t / gamma"
+    with pytest.raises(TypeError, match=route):
+        P.compute_gae(d["r"], d["v"], d["term"], None, torch.full((2, 8), 0.99))
