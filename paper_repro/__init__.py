@@ -7,6 +7,7 @@ from paper_repro.kernels.lambda_returns import compute_lambda_returns
 from paper_repro.kernels.prefix_sum import compute_episodic_prefix_sum
 from paper_repro.kernels.retrace import compute_retrace
 from paper_repro.kernels.vtrace import compute_vtrace
+from paper_repro.kernels.masked_gae import compute_masked_gae
 
 __version__ = "0.1.0"
 __all__ = [
@@ -18,4 +19,5 @@ __all__ = [
     "compute_discounted_returns",
     "compute_eligibility_traces",
     "compute_episodic_prefix_sum",
+    "compute_masked_gae",
 ]

@@ -36,7 +36,7 @@ PAPER = {
 
 
 def test_all_names():
-    assert sorted(P.__all__) == sorted([*PAPER, "affine_scan"])
+    assert sorted(P.__all__) == sorted([*PAPER, "affine_scan", "compute_masked_gae"])
     assert all(callable(getattr(P, name)) for name in P.__all__)
 
 

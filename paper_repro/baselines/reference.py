@@ -20,6 +20,7 @@ __all__ = [
     "compute_discounted_returns",
     "compute_eligibility_traces",
     "compute_episodic_prefix_sum",
+    "compute_masked_gae",
     "backward_recurrence",
     "forward_recurrence",
 ]
@@ -196,3 +197,20 @@ def compute_episodic_prefix_sum(inputs, dones, seed_values=None, boundary="ends_
         acc = x[:, t] + keep * acc
         out[:, t] = acc
     return out
+
+
+def compute_masked_gae(rewards, values, mask, gamma, lambda_, last_value=None):
+    """Masked steps skipped, as verl's GAE loop: a step's TD error and trace enter only where it
+    is unmasked; the next value and the advantage pass through masked steps."""
+    r, v, m = _f64(rewards), _f64(values), _f64(mask)
+    n, T = r.shape
+    next_value = torch.zeros(n, dtype=torch.float64) if last_value is None else _f64(last_value)
+    acc = torch.zeros(n, dtype=torch.float64)
+    out = torch.empty_like(r)
+    for t in range(T - 1, -1, -1):
+        step = r[:, t] + gamma * next_value - v[:, t] + gamma * lambda_ * acc
+        next_value = m[:, t] * v[:, t] + (1 - m[:, t]) * next_value
+        acc = m[:, t] * step + (1 - m[:, t]) * acc
+        out[:, t] = acc
+    return out
+

@@ -1,0 +1,118 @@
+"""Masked GAE (multi-turn RLHF): against verl's loop in float64, on every backend, layout and
+dtype; with nothing masked it is GAE; gradients; bad input."""
+import pytest
+import torch
+from conftest import BACKENDS, TOL, assert_close, device_of
+
+import paper_repro as P
+from paper_repro.baselines import reference as ref
+
+GAMMA, LAMBDA = 0.99, 0.95
+
+
+def inputs(N, T, seed=0, soft=False, device="cpu", dtype=torch.float32):
+    """Rewards, values, a mask with masked spans (tool outputs) and a last value."""
+    g = torch.Generator().manual_seed(seed)
+    r, v, last = torch.randn(N, T, generator=g), torch.randn(N, T, generator=g), \
+        torch.randn(N, generator=g)
+    # spans: a step starts a masked span with probability 0.1, a span ends with 0.3
+    mask = torch.ones(N, T)
+    state = torch.ones(N)
+    for t in range(T):
+        u = torch.rand(N, generator=g)
+        state = torch.where(state == 1, (u >= 0.1).float(), (u < 0.3).float())
+        mask[:, t] = state
+    if soft:
+        mask = mask * torch.rand(N, T, generator=g)
+    return [x.to(device=device, dtype=dtype) for x in (r, v, mask, last)]
+
+
+@pytest.mark.parametrize("soft", [False, True], ids=["binary", "float"])
+@pytest.mark.parametrize("N,T", [(1, 1), (3, 2), (3, 63), (1, 1000), (8, 300)])
+def test_against_verl_loop(N, T, soft, backend):
+    r, v, m, last = inputs(N, T, N + T, soft, device_of(backend))
+    for lv in (None, last):
+        want = ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, lv)
+        got = P.compute_masked_gae(r, v, m, GAMMA, LAMBDA, lv)
+        assert got.dtype == torch.float32 and got.shape == r.shape
+        assert_close("masked gae", got, want, TOL[torch.float32])
+
+
+def test_masked_steps_pass_through(backend):
+    """A masked step's reward and value change nothing; it holds the next step's advantage."""
+    r, v, m, last = inputs(4, 50, 1, device=device_of(backend))
+    m[:, 10:20] = 0
+    base = P.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last)
+    r2, v2 = r.clone(), v.clone()
+    r2[:, 10:20] += 100.0
+    v2[:, 10:20] -= 50.0
+    moved = P.compute_masked_gae(r2, v2, m, GAMMA, LAMBDA, last)
+    assert_close("unchanged", moved, base, TOL[torch.float32])
+    assert_close("held", base[:, 10:20], base[:, 20:21].expand(4, 10).double(), TOL[torch.float32])
+
+
+def test_unmasked_is_gae(backend):
+    r, v, _, last = inputs(5, 77, 2, device=device_of(backend))
+    ones = torch.ones_like(r)
+    got = P.compute_masked_gae(r, v, ones, GAMMA, LAMBDA, last)
+    want = P.compute_gae(r, v, torch.zeros_like(r), None, GAMMA, LAMBDA, last_value=last)
+    assert_close("unmasked", got, want.double(), TOL[torch.float32])
+
+
+@pytest.mark.parametrize("layout", ["time_major", "batch_axes"])
+def test_layouts(layout, backend):
+    r, v, m, last = inputs(6, 40, 3, device=device_of(backend))
+    want = ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last)
+    if layout == "time_major":
+        got = P.compute_masked_gae(r.t(), v.t(), m.t(), GAMMA, LAMBDA, last, time_dim=0).t()
+    else:  # [2, T, 3]: batch axes either side of time
+        def lay(x):
+            return x.reshape(2, 3, 40).transpose(1, 2)
+        got = P.compute_masked_gae(lay(r), lay(v), lay(m).bool(), GAMMA, LAMBDA,
+                                   last.reshape(2, 3), time_dim=1)
+        got = got.transpose(1, 2).reshape(6, 40)
+    assert_close(layout, got, want, TOL[torch.float32])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64], ids=str)
+def test_dtypes(dtype, backend):
+    r, v, m, last = inputs(3, 90, 4, device=device_of(backend), dtype=dtype)
+    got = P.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last)
+    assert got.dtype == dtype
+    assert_close(str(dtype), got, ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last), TOL[dtype])
+
+
+def test_gradients_match_autograd_through_the_loop(backend):
+    r, v, m, last = inputs(2, 30, 5, soft=True, device=device_of(backend), dtype=torch.float64)
+    leaves = [x.clone().requires_grad_() for x in (r, v, last)]
+    weight = torch.randn(2, 30, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
+    ours = torch.autograd.grad((P.compute_masked_gae(leaves[0], leaves[1], m, GAMMA, LAMBDA,
+                                                     leaves[2]) * weight.to(r.device)).sum(),
+                               leaves)
+    cpu = [x.detach().cpu().requires_grad_() for x in leaves]
+    want = torch.autograd.grad((ref.compute_masked_gae(cpu[0], cpu[1], m.cpu(), GAMMA, LAMBDA,
+                                                       cpu[2]) * weight).sum(), cpu)
+    for name, g, w in zip(("rewards", "values", "last_value"), ours, want):
+        assert_close(name, g, w, 1e-9)
+
+
+def test_bad_input_names_the_argument():
+    r, v, m, last = inputs(2, 5)
+    with pytest.raises(ValueError, match=r"mask must have shape \(2, 5\)"):
+        P.compute_masked_gae(r, v, m[:, :4], GAMMA, LAMBDA)
+    with pytest.raises(ValueError, match=r"last_value must have shape \(2,\)"):
+        P.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last[:1])
+    with pytest.raises(TypeError, match="values must be float16"):
+        P.compute_masked_gae(r, v.long(), m, GAMMA, LAMBDA)
+    with pytest.raises(TypeError, match="lambda_ must be a real number"):
+        P.compute_masked_gae(r, v, m, GAMMA, None)
+    assert P.compute_masked_gae(r[:, :0], v[:, :0], m[:, :0], GAMMA, LAMBDA).shape == (2, 0)
+
+
+def test_compile_fullgraph():
+    r, v, m, last = inputs(3, 20, 7, device=device_of(BACKENDS[0]))
+    torch._dynamo.reset()
+    compiled = torch.compile(P.compute_masked_gae, fullgraph=True)
+    got = compiled(r, v, m, GAMMA, LAMBDA, last)
+    assert_close("compiled", got, ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last),
+                 TOL[torch.float32])
