@@ -28,7 +28,7 @@ def inputs(N, T, seed=0, soft=False, device="cpu", dtype=torch.float32):
 
 
 @pytest.mark.parametrize("soft", [False, True], ids=["binary", "float"])
-@pytest.mark.parametrize("N,T", [(1, 1), (3, 2), (3, 63), (1, 1000), (8, 300)])
+@pytest.mark.parametrize("N,T", [(1, 1), (3, 2), (3, 63), (1, 1000), (8, 300), (1, 4097)])
 def test_against_verl_loop(N, T, soft, backend):
     r, v, m, last = inputs(N, T, N + T, soft, device_of(backend))
     for lv in (None, last):
