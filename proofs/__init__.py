@@ -21,6 +21,7 @@ MODULES = (
     "discounted_returns",
     "eligibility_traces",
     "prefix_sum",
+    "masked_gae",
     "boundaries",
     "adjoint",
     "retrace_expectation",

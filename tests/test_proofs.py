@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import proofs
-from proofs import code_coefficients, evaluate, gae, run
+from proofs import code_coefficients, evaluate, gae, masked_gae, run
 from proofs.__main__ import main
-from proofs.core import Identity, gamma, t
+from proofs.core import Identity, backward, gamma, lam, t
 
 IDENTITIES = proofs.all_identities()
 
@@ -89,6 +89,24 @@ def test_broken_derivation_is_reported(monkeypatch):
     monkeypatch.setattr(gae, "BETA", gamma * (1 - gae.tau[t]) * (1 - gae.kappa[t]))
     broken = [x for x in gae.IDENTITIES if x.name in ("gae.definition[T=3]", "gae.induction.step")]
     assert len(broken) == 2 and not any(evaluate(x)[0] for x in broken)
+
+
+def test_broken_masked_gae_is_reported(monkeypatch):
+    """A next value read at t + 1 whatever the mask is neither masked GAE nor verl's loop."""
+    def unmasked_next_value(data):
+        T = len(data["r"])
+        r, V, m = (data[name] for name in ("r", "V", "m"))
+        nxt = [*[V[s + 1] for s in range(T - 1)], masked_gae.L]
+        alpha = [m[s] * (r[s] + gamma * nxt[s] - V[s]) for s in range(T)]
+        beta = [m[s] * gamma * lam + 1 - m[s] for s in range(T)]
+        return backward(alpha, beta, 0)
+
+    monkeypatch.setattr(masked_gae, "two_scans", unmasked_next_value)
+    broken = [x for x in masked_gae.IDENTITIES
+              if x.name in ("masked_gae.definition[T=3]", "masked_gae.verl_loop[T=3]")]
+    assert len(broken) == 2 and not any(evaluate(x)[0] for x in broken)
+    held = [x for x in masked_gae.IDENTITIES if x.name == "masked_gae.unmasked_is_gae"]
+    assert evaluate(held[0])[0]  # nothing masked: the break does not show
 
 
 def test_runner_reports_failures_and_crashes():

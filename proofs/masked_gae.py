@@ -1,0 +1,94 @@
+"""Masked GAE (paper_repro/kernels/masked_gae.py) as two backward recurrences: the value of the
+first unmasked step at or after t, X_t = m_t V_t + (1 - m_t) X_{t+1} with X_T = L (the last
+value), and the advantage A_t = m_t (r_t + gamma X_{t+1} - V_t) + (m_t gamma lambda + 1 - m_t)
+A_{t+1} with A_T = 0. Proved equal to GAE over the unmasked steps alone (masked steps holding the
+next unmasked step's advantage) and, for symbolic masks, to verl's loop."""
+from __future__ import annotations
+
+import itertools
+from functools import partial
+
+import sympy as sp
+
+from proofs.core import LENGTHS, Identity, all_equal, backward, gamma, lam, window
+
+L = sp.Symbol("L")  # the value past the window
+
+
+def window_data(T: int) -> dict:
+    return {name: window(name, range(T)) for name in ("r", "V", "m")}
+
+
+def two_scans(data: dict) -> list:
+    """The composition the code runs: X by one scan, then A by another."""
+    T = len(data["r"])
+    r, V, m = (data[name] for name in ("r", "V", "m"))
+    X = backward([m[s] * V[s] for s in range(T)], [1 - m[s] for s in range(T)], L)
+    nxt = [*X[1:], L]
+    alpha = [m[s] * (r[s] + gamma * nxt[s] - V[s]) for s in range(T)]
+    beta = [m[s] * gamma * lam + 1 - m[s] for s in range(T)]
+    return backward(alpha, beta, 0)
+
+
+def compressed_gae(data: dict) -> list:
+    """Definition: delete the masked steps, run textbook GAE (A = sum of (gamma lambda)^j delta)
+    on what is left with L past its end, and give each masked step the advantage of the first
+    unmasked step after it (0 if there is none)."""
+    T = len(data["r"])
+    r, V, m = (data[name] for name in ("r", "V", "m"))
+    kept = [s for s in range(T) if m[s]]
+    values = [V[s] for s in kept] + [L]
+    delta = [r[s] + gamma * values[j + 1] - V[s] for j, s in enumerate(kept)]
+    adv = {s: sum((gamma * lam) ** (i - j) * delta[i] for i in range(j, len(kept)))
+           for j, s in enumerate(kept)}
+    return [adv[s] if m[s] else next((adv[u] for u in kept if u > s), sp.Integer(0))
+            for s in range(T)]
+
+
+def verl_loop(data: dict) -> list:
+    """verl's GAE loop (core_algos.compute_gae_advantage_return), its mask kept symbolic."""
+    T = len(data["r"])
+    r, V, m = (data[name] for name in ("r", "V", "m"))
+    next_value, last_gae, out = L, sp.Integer(0), [None] * T
+    for s in reversed(range(T)):
+        step = r[s] + gamma * next_value - V[s] + gamma * lam * last_gae
+        next_value = m[s] * V[s] + (1 - m[s]) * next_value
+        last_gae = m[s] * step + (1 - m[s]) * last_gae
+        out[s] = last_gae
+    return out
+
+
+def _definition(T: int) -> bool:
+    data = window_data(T)
+    symbolic = two_scans(data)
+    for mask in itertools.product((0, 1), repeat=T):
+        concrete = dict(data, m=dict(enumerate(mask)))
+        values = {data["m"][s]: v for s, v in enumerate(mask)}
+        if not all_equal([x.xreplace(values) for x in symbolic], compressed_gae(concrete)):
+            return False
+    return True
+
+
+def _verl(T: int) -> bool:
+    data = window_data(T)
+    return all_equal(two_scans(data), verl_loop(data))
+
+
+def _unmasked_is_gae(T: int) -> bool:
+    """Every step unmasked: A_t = r_t + gamma V_{t+1} - V_t + gamma lambda A_{t+1}, V_T = L."""
+    data = window_data(T)
+    data["m"] = dict.fromkeys(range(T), 1)
+    V = [*[data["V"][s] for s in range(T)], L]
+    delta = [data["r"][s] + gamma * V[s + 1] - V[s] for s in range(T)]
+    return all_equal(two_scans(data), backward(delta, [gamma * lam] * T, 0))
+
+
+IDENTITIES = [
+    *(Identity(f"masked_gae.definition[T={T}]", partial(_definition, T),
+               f"two scans = GAE over the unmasked steps, all 2^{T} masks") for T in LENGTHS),
+    *(Identity(f"masked_gae.verl_loop[T={T}]", partial(_verl, T),
+               "two scans = verl's loop, masks symbolic (a float mask interpolates)")
+      for T in LENGTHS),
+    Identity("masked_gae.unmasked_is_gae", partial(_unmasked_is_gae, 5),
+             "nothing masked: GAE without terminations"),
+]
