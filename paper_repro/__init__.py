@@ -4,10 +4,10 @@ from paper_repro.kernels.discounted_returns import compute_discounted_returns
 from paper_repro.kernels.eligibility_traces import compute_eligibility_traces
 from paper_repro.kernels.gae import compute_gae
 from paper_repro.kernels.lambda_returns import compute_lambda_returns
+from paper_repro.kernels.masked_gae import compute_masked_gae
 from paper_repro.kernels.prefix_sum import compute_episodic_prefix_sum
 from paper_repro.kernels.retrace import compute_retrace
 from paper_repro.kernels.vtrace import compute_vtrace
-from paper_repro.kernels.masked_gae import compute_masked_gae
 
 __version__ = "0.1.0"
 __all__ = [

@@ -7,7 +7,12 @@ import torch
 
 from paper_repro.bench import gate, results
 from paper_repro.bench.cli import main
-from paper_repro.bench.inputs import ALGORITHMS, TRUNCATION_ALGORITHMS, make_case
+from paper_repro.bench.inputs import (
+    ALGORITHMS,
+    EXTRA_ALGORITHMS,
+    TRUNCATION_ALGORITHMS,
+    make_case,
+)
 from paper_repro.bench.providers import PROVIDERS, Prepared, Provider
 from paper_repro.bench.roofline import min_bytes_for, percent_of_roofline
 from paper_repro.bench.runner import Runner
@@ -52,6 +57,17 @@ def test_every_estimator_and_variant_passes_the_gate(tmp_path):
     assert (errs.status == "ok").all(), errs[errs.status != "ok"].note.tolist()
     walls = frame[frame.metric == "wall"]
     assert len(walls) == len(errs) and (walls.value > 0).all() and (walls.unit == "ms").all()
+
+
+def test_masked_suite_passes_the_gate(tmp_path):
+    """The masked suite's cells: ours and verl's loop through the float64 gate, a window of the
+    mask passed over; the masked share of steps is the suite's."""
+    suite = SUITES["masked"]
+    rows, frame = _run(tmp_path, suite.cases(quick=True), suite.providers)
+    errs = frame[frame.metric == "max_abs_err"]
+    assert set(errs.implementation) == {"ours", "loop-gpu"} and (errs.status == "ok").all()
+    mask = make_case("masked_gae", 64, 512).args[2]
+    assert abs(1 - mask.mean().item() - 0.2) < 0.02
 
 
 @pytest.mark.parametrize("kind", ["shift", "nan", "crash"])
@@ -121,6 +137,10 @@ def test_gate_checks_windows_of_long_sequences():
     exp_f = gate.expected_outputs(forward)
     out_f = PROVIDERS["numpy-cpu"].build(forward)
     assert gate.compare(exp_f, out_f.outputs(out_f.call())).ok
+    masked = make_case("masked_gae", 2, gate.FULL_T + 3000)
+    exp_m = gate.expected_outputs(masked)
+    out_m = PROVIDERS["loop-gpu"].build(masked)
+    assert len(exp_m.windows) == 3 and gate.compare(exp_m, out_m.outputs(out_m.call())).ok
 
 
 def test_gate_row_subset_and_time_major_layout():
@@ -183,7 +203,7 @@ def test_suites_are_well_formed():
     for suite in SUITES.values():
         assert suite.specs and set(suite.providers) <= set(PROVIDERS)
         for spec in suite.specs + suite.quick_specs:
-            assert spec.algorithm in ALGORITHMS
+            assert spec.algorithm in ALGORITHMS + EXTRA_ALGORITHMS
             assert spec.variant == "plain" or spec.algorithm in TRUNCATION_ALGORITHMS
 
 

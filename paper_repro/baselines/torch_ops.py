@@ -320,6 +320,25 @@ def gae_loop(rewards, values, terminateds, truncateds=None, gamma=0.99, lambda_=
     return advantages
 
 
+def masked_gae_loop(rewards, values, mask, gamma, lambda_, last_value=None):
+    """Masked GAE as verl writes it (``compute_gae_advantage_return``): an uncompiled loop over
+    t whose masked steps pass the next value and the advantage through.
+
+    Args and output as ``paper_repro.compute_masked_gae`` (``[N, T]``, any device).
+    """
+    mask = mask.to(values.dtype)
+    next_value = torch.zeros_like(values[:, 0]) if last_value is None else last_value
+    last_gae = torch.zeros_like(values[:, 0])
+    advantages = torch.empty_like(rewards)
+    for t in reversed(range(rewards.shape[1])):
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        step = delta + gamma * lambda_ * last_gae
+        next_value = values[:, t] * mask[:, t] + (1 - mask[:, t]) * next_value
+        last_gae = step * mask[:, t] + (1 - mask[:, t]) * last_gae
+        advantages[:, t] = last_gae
+    return advantages
+
+
 def compile_fresh(fn, **compile_kwargs):
     """``torch.compile(fn)`` after ``torch._dynamo.reset()``: call once per shape.
 

@@ -24,6 +24,8 @@ import torch
 
 ALGORITHMS = ("gae", "vtrace", "retrace", "lambda_returns", "discounted_returns",
               "eligibility_traces", "prefix_sum")
+# beyond the paper: GAE whose masked steps pass the carry through (multi-turn RLHF)
+EXTRA_ALGORITHMS = ("masked_gae",)
 PUBLIC_NAMES = {
     "gae": "compute_gae",
     "vtrace": "compute_vtrace",
@@ -32,11 +34,13 @@ PUBLIC_NAMES = {
     "discounted_returns": "compute_discounted_returns",
     "eligibility_traces": "compute_eligibility_traces",
     "prefix_sum": "compute_episodic_prefix_sum",
+    "masked_gae": "compute_masked_gae",
 }
 # the estimators with a truncation/bootstrap path (PAPER.md H-3: elig/prefix have none)
 TRUNCATION_ALGORITHMS = ("gae", "vtrace", "retrace", "lambda_returns", "discounted_returns")
 NUM_ACTIONS = 4
 GAMMA, LAMBDA, ELIGIBILITY_LAMBDA, TERMINATION_RATE = 0.99, 0.95, 0.9, 0.05
+MASKED_RATE = 0.2  # masked GAE: the share of steps masked (tool-output tokens); gamma 1, as RLHF
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
            "fp64": torch.float64}
@@ -142,8 +146,9 @@ def _truncation_inputs(draw, term_mask):
 def make_case(algorithm, num_envs, seq_len, variant="plain", dtype="fp32", layout="NT",
               flags="float", device="cpu"):
     """Build the :class:`Case` of PAPER.md 4.2 (``device="meta"`` gives shapes only)."""
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+    known = ALGORITHMS + EXTRA_ALGORITHMS
+    if algorithm not in known:
+        raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {known}")
     if variant == "trunc" and algorithm not in TRUNCATION_ALGORITHMS:
         raise ValueError(f"{algorithm} has no truncation variant")
     case = Case(algorithm, num_envs, seq_len, variant, dtype, layout, flags)
@@ -168,6 +173,9 @@ def make_case(algorithm, num_envs, seq_len, variant="plain", dtype="fp32", layou
         args = (rewards, draw.normal(), terminateds, truncateds, GAMMA, LAMBDA)
     elif algorithm == "discounted_returns":
         args = (rewards, terminateds, truncateds, GAMMA)
+    elif algorithm == "masked_gae":
+        values = draw.normal()
+        args = (rewards, values, draw.flag(~draw.bernoulli(MASKED_RATE)), 1.0, LAMBDA)
     elif algorithm == "eligibility_traces":
         args = (rewards, terminateds, GAMMA, ELIGIBILITY_LAMBDA)
     else:

@@ -33,7 +33,7 @@ import torch
 
 from paper_repro.baselines import external
 from paper_repro.baselines import torch_ops as ops
-from paper_repro.bench.inputs import ALGORITHMS
+from paper_repro.bench.inputs import ALGORITHMS, EXTRA_ALGORITHMS
 
 _BACKWARD_WITH_TRUNCATIONS = ("gae", "vtrace", "lambda_returns", "discounted_returns")
 
@@ -185,14 +185,15 @@ def _compile_unavailable():
 
 
 PROVIDERS = {p.name: p for p in [
-    Provider("ours", "paper_repro", _ours, dtypes=("fp32", "bf16", "fp16", "fp64"),
-             layouts=("NT", "TN")),
+    Provider("ours", "paper_repro", _ours, algorithms=ALGORITHMS + EXTRA_ALGORITHMS,
+             dtypes=("fp32", "bf16", "fp16", "fp64"), layouts=("NT", "TN")),
     Provider("doubling-compiled", "compile(doubling scan)", _doubling(True),
              unavailable=_compile_unavailable),
     Provider("doubling-eager", "doubling scan (eager)", _doubling(False)),
     Provider("assoc-scan-compiled", "compile(associative_scan)", _assoc_compiled,
              unavailable=_assoc_unavailable),
-    Provider("loop-gpu", "loop over t (uncompiled)", _loop, clock="cpu", max_seq_len=8192,
+    Provider("loop-gpu", "loop over t (uncompiled)", _loop,
+             algorithms=ALGORITHMS + EXTRA_ALGORITHMS, clock="cpu", max_seq_len=8192,
              graph_capture=False),
     Provider("numpy-cpu", "NumPy loop (CPU)", _numpy, clock="cpu", input_device="cpu",
              max_elements=1 << 23, max_seq_len=8192),

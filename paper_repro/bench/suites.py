@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from paper_repro.bench.inputs import ALGORITHMS, TRUNCATION_ALGORITHMS
+from paper_repro.bench.inputs import ALGORITHMS, EXTRA_ALGORITHMS, TRUNCATION_ALGORITHMS
 
 GRID = ((64, 512), (128, 1024), (256, 1024), (512, 2048), (512, 4096), (512, 128), (512, 512),
         (4096, 128), (4096, 512), (4096, 2048), (16384, 128), (16384, 512))
@@ -26,6 +26,8 @@ SHORT = tuple((n, t) for n in (4096, 32768) for t in (8, 16, 32))
 # retrace and eligibility traces share their engine paths with the five kept here
 LONG_ALGORITHMS = ("gae", "vtrace", "lambda_returns", "discounted_returns", "prefix_sum")
 RETRACE_T = tuple((512, t) for t in (1024, 2048, 4096, 8192))
+# RLHF batches: sequences of 1024-32768 tokens (masked GAE against verl's loop)
+MASKED = ((64, 1024), (256, 2048), (256, 8192), (32, 32768))
 ROOFLINE = ((4096, 128), (32768, 32), (512, 4096), (64, 131072))
 HEADLINE = (4096, 128)
 COMPILED = ("doubling-compiled", "assoc-scan-compiled")
@@ -133,6 +135,9 @@ SUITES = {s.name: s for s in [
           "(paper Fig. 1)", _specs(GRID, ("gae",)), ("ours", "rl-triton") + COMPILED,
           ("full_call", "device", "launches"), _specs(((64, 512), (4096, 128)), ("gae",)),
           derived=("overhead",)),
+    Suite("masked", "masked GAE (multi-turn RLHF, beyond the paper): RLHF batch shapes against "
+          "verl's loop over t", _specs(MASKED, EXTRA_ALGORITHMS), ("ours", "loop-gpu"),
+          ("full_call", "device"), _specs(((16, 256),), EXTRA_ALGORITHMS)),
     Suite("roofline", "achieved fraction of copy bandwidth: every estimator, fp32 [N,T] and "
           "[T,N], bf16 with bool flags; device_cold: inputs from DRAM", _roofline_specs(ROOFLINE),
           ("ours", "rl-triton"), ("full_call", "device", "device_cold"),
