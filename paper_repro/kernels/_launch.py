@@ -89,17 +89,25 @@ def prefetch(config: ScanConfig) -> bool:
 
 
 def use_triton(x: torch.Tensor) -> bool:
+    if functorch_wrapped(x):
+        return False  # a torch.func transform's tensor has no memory of its own to launch on
     return x.is_cuda or (_CPU_BACKEND[0] == "triton" and x.device.type == "cpu")
 
 
+def functorch_wrapped(x: torch.Tensor) -> bool:
+    """Whether a torch.func transform (grad, vjp, vmap, ...) wraps ``x``."""
+    return torch._C._functorch.is_functorch_wrapped_tensor(x)
+
+
 def needs_dispatch(*tensors) -> bool:
-    """Go through the registered op when compiling or when a gradient may be needed."""
+    """Go through the registered op when compiling, when a gradient may be needed or under a
+    torch.func transform (its batching rule and autograd)."""
     if torch.compiler.is_compiling():
         return True
-    if torch.is_grad_enabled():
-        for t in tensors:
-            if t is not None and t.requires_grad:
-                return True
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        if t is not None and (grad and t.requires_grad or functorch_wrapped(t)):
+            return True
     return False
 
 

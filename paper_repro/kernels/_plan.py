@@ -163,8 +163,9 @@ def clear() -> None:
 
 
 def _metadata(t):
+    # a torch.func transform's tensor shows its per-sample metadata: keyed apart from plain ones
     return None if t is None else (type(t), t.shape, t.stride(), t.dtype, t.device,
-                                   t.requires_grad)
+                                   t.requires_grad, L.functorch_wrapped(t))
 
 
 def lookup(op: str, tensors: tuple, scalars: tuple, validate=False):

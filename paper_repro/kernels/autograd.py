@@ -4,7 +4,9 @@ The backward of a scan is the opposite-direction scan of the upstream gradient w
 one step, run on the same engine; the chain rule through each estimator's coefficients (and its
 epilogue, for two-output ops) is torch autograd over ``coefficients.py``. Each op is a
 ``torch.library.custom_op`` with a fake kernel, so ``torch.compile(fullgraph=True)`` traces it
-and CUDA graphs capture it; eager calls without gradients skip the dispatcher.
+and CUDA graphs capture it; eager calls without gradients skip the dispatcher. Under torch.func
+transforms an op runs as an ``autograd.Function`` with the same backward (a custom op's autograd
+does not serve them) and is vmapped by a batching rule.
 """
 from dataclasses import dataclass
 from typing import Callable, List, Optional
@@ -78,27 +80,69 @@ def register(spec: Spec, forward):
         tensors, outs = saved[:n_t], saved[n_t:]
         needs = [bool(n) and x is not None for n, x in zip(ctx.needs_input_grad[:n_t], tensors)]
         *scalars, time_dim = ctx.extra
-        got = scan_backward_op(spec.name, tensors, outs, list(grads), [float(x) for x in scalars],
-                               time_dim, needs)
+        # under a torch.func transform the op's own autograd cannot take the wrapped tensors;
+        # its body can, in torch ops (higher derivatives too)
+        wrapped = any(x is not None and L.functorch_wrapped(x) for x in (*saved, *grads))
+        backward_of = _scan_backward if wrapped else scan_backward_op
+        got = backward_of(spec.name, tensors, outs, list(grads), [float(x) for x in scalars],
+                          time_dim, needs)
         return (*[g if n else None for g, n in zip(got, needs)], *([None] * len(ctx.extra)))
+
+    def batched(info, in_dims, *args):
+        # vmap: the mapped axis becomes a leading batch axis of every tensor (unmapped ones
+        # expanded to it), so the op runs once with time one axis further on
+        tensors = [x if x is None or d is not None and d == 0 else
+                   x.movedim(d, 0) if d is not None else x.expand(info.batch_size, *x.shape)
+                   for x, d in zip(args[:n_t], in_dims[:n_t])]
+        out = op(*tensors, *args[n_t:-1], args[-1] + 1)
+        return out, 0 if spec.n_outputs == 1 else (0,) * spec.n_outputs
 
     op.register_fake(fake)
     op.register_autograd(backward, setup_context=setup_context)
+    op.register_vmap(batched)
     SPECS[spec.name] = spec
-    return op
+
+    class Transformed(torch.autograd.Function):
+        """The op under torch.func transforms (grad, vjp, jacrev), which a custom op's autograd
+        does not reach: the same forward, context and backward."""
+
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(*args):
+            return op(*args)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            setup_context(ctx, inputs, output)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            return backward(ctx, *grads)
+
+    def call(*args):
+        if not torch.compiler.is_compiling() and any(
+                x is not None and L.functorch_wrapped(x) for x in args[:n_t]):
+            return Transformed.apply(*args)
+        return op(*args)
+
+    return call
 
 
 SPECS: dict = {}
 
 
-@torch.library.custom_op("paper_repro::scan_backward", mutates_args=())
-def scan_backward_op(name: str, tensors: List[Optional[torch.Tensor]], outs: List[torch.Tensor],
-                     grads: List[Optional[torch.Tensor]], scalars: List[float], time_dim: int,
-                     needs: List[bool]) -> List[torch.Tensor]:
+def _scan_backward(name: str, tensors: List[Optional[torch.Tensor]], outs: List[torch.Tensor],
+                   grads: List[Optional[torch.Tensor]], scalars: List[float], time_dim: int,
+                   needs: List[bool]) -> List[torch.Tensor]:
     """Gradients of op ``name`` w.r.t. its tensor arguments (empty where not needed)."""
     got = _backward(SPECS[name], tensors, outs, grads, needs, scalars, time_dim)
     return [g.to(x.dtype) if g is not None else outs[0].new_empty(0)
             for g, x in zip(got, tensors)]
+
+
+scan_backward_op = torch.library.custom_op("paper_repro::scan_backward",
+                                           mutates_args=())(_scan_backward)
 
 
 @scan_backward_op.register_fake

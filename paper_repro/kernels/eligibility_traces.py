@@ -116,7 +116,7 @@ def decayed_sum(name, x, dones, decay, seed_values, previous_done, time_dim, val
                    shape=lambda: L.batch_shape(x, axis))
     if L.validation_requested(validate):
         L.check_binary("dones", dones)
-    if L.needs_dispatch(x, seed_values):
+    if L.needs_dispatch(*args):
         return decayed_sum_op(*args, decay, float(previous_done), axis)
     return P.recorded(key, _decayed_sum, *args, decay, float(previous_done), axis)
 
