@@ -59,6 +59,19 @@ def test_unmasked_is_gae(backend):
     assert_close("unmasked", got, want.double(), TOL[torch.float32])
 
 
+def test_zero_values_give_masked_discounted_returns(backend):
+    """REINFORCE over the policy's tokens: G_t = sum of gamma^j r over the unmasked steps from t."""
+    r, _, m, _ = inputs(3, 40, 8, device=device_of(backend))
+    got = P.compute_masked_gae(r, torch.zeros_like(r), m, GAMMA, 1.0)
+    r64, m64 = r.double().cpu(), m.double().cpu()
+    want = torch.empty_like(r64)
+    acc = torch.zeros(3, dtype=torch.float64)
+    for t in range(39, -1, -1):
+        acc = torch.where(m64[:, t] == 1, r64[:, t] + GAMMA * acc, acc)
+        want[:, t] = acc
+    assert_close("returns", got, want, TOL[torch.float32])
+
+
 @pytest.mark.parametrize("layout", ["time_major", "batch_axes"])
 def test_layouts(layout, backend):
     r, v, m, last = inputs(6, 40, 3, device=device_of(backend))

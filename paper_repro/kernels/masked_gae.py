@@ -18,7 +18,8 @@ def compute_masked_gae(rewards, values, mask, gamma, lambda_, last_value=None, *
     window). ``V'`` is itself a scan, ``X_t = m_t V_t + (1 - m_t) X_{t+1}``, ``X_T =
     last_value``, ``V'_t = X_{t+1}``; both are linear in ``m``, so a float mask interpolates.
     One sequence a row (no episode flags); with every step unmasked this is :func:`compute_gae`
-    without terminations.
+    without terminations, and with zero values and ``lambda_ = 1`` it is the masked discounted
+    return (REINFORCE's per-token return over the policy's tokens).
 
     Args:
         rewards, values: ``[..., T, ...]`` floating, time on ``time_dim``.
