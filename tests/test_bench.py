@@ -501,21 +501,6 @@ def test_targets_markdown(tmp_path, monkeypatch):
     assert "| a \\| b | c | no |" in targets.targets_markdown(None)
 
 
-def test_cpu_scan_rows(tmp_path):
-    """Both torch scans timed per shape, the shipped rule's choice and the provenance."""
-    import json
-
-    from paper_repro.bench import cpu_scan
-
-    cpu_scan.main(["--quick", "--out", str(tmp_path)])
-    rows = pd.read_csv(tmp_path / "torch_scan.csv")
-    assert list(rows.columns) == cpu_scan.COLUMNS and len(rows) == len(cpu_scan.QUICK)
-    assert (rows.doubling_ms > 0).all() and (rows.sequential_ms > 0).all()
-    assert list(rows.chosen) == ["doubling", "sequential"]
-    info = json.loads((tmp_path / "torch_scan.json").read_text())
-    assert info["threads"] >= 1 and info["torch"] == torch.__version__
-
-
 def test_tile_probe_candidates_are_launchable():
     """Every candidate tile of the tile probe is one the engine can launch: a power-of-two tile
     dividing its segment, a look-back walking one tile a program (or, segment look-backs,

@@ -81,15 +81,6 @@ def test_without_truncations(est, backend):
     check(est, d, TOL[torch.float32])
 
 
-@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
-def test_torch_path_many_rows(est):
-    """From ``SEQUENTIAL_ROWS`` rows the torch path loops over time, forward and backward."""
-    from paper_repro.kernels.torch_scan import SEQUENTIAL_ROWS
-
-    with L.cpu_backend("torch"):
-        check(est, make_inputs(SEQUENTIAL_ROWS + 3, 21), TOL[torch.float32])
-
-
 SPLITS = [L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=32),
           L.ScanConfig(BLOCK_B=4, BLOCK_T=8, num_warps=1, seg_len=8),
           L.ScanConfig(BLOCK_B=1, BLOCK_T=32, num_warps=1, seg_len=64),

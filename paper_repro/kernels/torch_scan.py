@@ -1,29 +1,13 @@
 """The affine scan in plain torch: the CPU path when Triton kernels are not available.
 
-Few rows: time is cut into chunks scanned by doubling (log2 C steps) and the chunk aggregates
-are scanned recursively, so the depth is O(log T) torch ops. Many rows: a loop over time, each
-step one multiply-add across the rows, does no redundant work and beats the doubling
-(data/cpu/torch_scan.csv).
+Vectorised over rows; time is cut into chunks scanned by doubling (log2 C steps), and the
+chunk aggregates are scanned recursively, so the depth is O(log T) torch ops.
 """
 from __future__ import annotations
 
 import torch
 
 CHUNK = 64
-# rows from which the loop over time wins (data/cpu/torch_scan.csv, 2 cores: 512 x 128 1.16 ->
-# 0.66 ms, 4096 x 128 6.0 -> 3.3, 32768 x 32 11.0 -> 2.5; 256 x 128 0.34 against 0.63)
-SEQUENTIAL_ROWS = 512
-
-
-def _sequential(alpha: torch.Tensor, beta: torch.Tensor, carry: torch.Tensor,
-                reverse: bool) -> torch.Tensor:
-    """``A_t = alpha_t + beta_t A_{t-+1}`` step by step over ``[N, T]``, vectorised across rows
-    (time-major copies, so that each step reads contiguous rows)."""
-    a, b = alpha.t().contiguous(), beta.t().contiguous()
-    steps, acc = [None] * a.shape[0], carry
-    for t in (reversed(range(a.shape[0])) if reverse else range(a.shape[0])):
-        acc = steps[t] = torch.addcmul(a[t], b[t], acc)
-    return torch.stack(steps, 1)
 
 
 def _inclusive_doubling(a: torch.Tensor, b: torch.Tensor):
@@ -59,8 +43,6 @@ def torch_affine_scan(alpha: torch.Tensor, beta: torch.Tensor, carry: torch.Tens
     """Solve ``A_t = alpha_t + beta_t A_{t+-1}`` on [N, T] with boundary ``carry`` [N]."""
     if alpha.shape[-1] == 0:
         return alpha.clone()
-    if alpha.shape[0] >= SEQUENTIAL_ROWS:
-        return _sequential(alpha, beta, carry, reverse)
     if reverse:
         return _forward_scan(alpha.flip(-1), beta.flip(-1), carry).flip(-1)
     return _forward_scan(alpha, beta, carry)
