@@ -91,9 +91,12 @@ def register(spec: Spec, forward):
     def batched(info, in_dims, *args):
         # vmap: the mapped axis becomes a leading batch axis of every tensor (unmapped ones
         # expanded to it), so the op runs once with time one axis further on
-        tensors = [x if x is None or d is not None and d == 0 else
-                   x.movedim(d, 0) if d is not None else x.expand(info.batch_size, *x.shape)
-                   for x, d in zip(args[:n_t], in_dims[:n_t])]
+        def leading(x, d):
+            if x is None or d == 0:
+                return x
+            return x.expand(info.batch_size, *x.shape) if d is None else x.movedim(d, 0)
+
+        tensors = [leading(x, d) for x, d in zip(args[:n_t], in_dims[:n_t])]
         out = op(*tensors, *args[n_t:-1], args[-1] + 1)
         return out, 0 if spec.n_outputs == 1 else (0,) * spec.n_outputs
 
