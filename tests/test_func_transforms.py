@@ -1,6 +1,7 @@
-"""torch.func transforms over every estimator: grad and vjp (through an autograd.Function, which
-a custom op's autograd does not offer them), vmap by the ops' batching rule (the mapped axis a
-batch axis, no per-sample loop), their compositions and second derivatives."""
+"""torch.func transforms over every estimator: grad, vjp and the forward mode (through an
+autograd.Function, which a custom op's autograd does not offer them), vmap by the ops' batching
+rule (the mapped axis a batch axis, no per-sample loop), their compositions and second
+derivatives."""
 import warnings
 
 import pytest
@@ -37,6 +38,25 @@ def test_grad_matches_autograd_through_the_reference(est, backend):
     x = cpu[key].clone().requires_grad_()
     want = torch.autograd.grad(loss(ref, x, cpu), x)[0]
     assert_close(f"d{key}", got, want, 1e-9)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_jvp_matches_the_reference(est, backend):
+    """Forward mode, tangents on two inputs at once (rewards and the estimator's own)."""
+    d = make_inputs(3, 11, dtype=torch.float64, device=device_of(backend))
+    keys = sorted({"r", differentiated(est)})
+    g = torch.Generator().manual_seed(9)
+    tangents = tuple(torch.randn(d[k].shape, generator=g, dtype=torch.float64) for k in keys)
+
+    def call(module, data):
+        return lambda *xs: outputs(est.call(module, dict(data, **dict(zip(keys, xs)))))
+
+    _, got = torch.func.jvp(call(P, d), tuple(d[k] for k in keys),
+                            tuple(t.to(d["r"].device) for t in tangents))
+    cpu = {k: None if x is None else x.cpu() for k, x in d.items()}
+    _, want = torch.func.jvp(call(ref, cpu), tuple(cpu[k] for k in keys), tangents)
+    for i, (a, b) in enumerate(zip(got, want)):
+        assert_close(f"{est.name}[{i}]", a, b, 1e-9)
 
 
 @pytest.mark.parametrize("mapped", ["values", "flags"])
@@ -87,6 +107,7 @@ def test_jacrev_and_second_derivatives(backend):
     jac = torch.func.jacrev(ours)(d["v"])
     want = torch.autograd.functional.jacobian(theirs, cpu["v"])
     assert_close("jacobian", jac, want, 1e-9)
+    assert_close("forward-mode jacobian", torch.func.jacfwd(ours)(d["v"]), want, 1e-9)
     hess = torch.func.grad(lambda v: torch.func.grad(lambda u: ours(u).pow(2).sum())(v).sum())(
         d["v"])
     v = cpu["v"].clone().requires_grad_()

@@ -6,7 +6,7 @@ epilogue, for two-output ops) is torch autograd over ``coefficients.py``. Each o
 ``torch.library.custom_op`` with a fake kernel, so ``torch.compile(fullgraph=True)`` traces it
 and CUDA graphs capture it; eager calls without gradients skip the dispatcher. Under torch.func
 transforms an op runs as an ``autograd.Function`` with the same backward (a custom op's autograd
-does not serve them) and is vmapped by a batching rule.
+does not serve them) and a forward-mode rule, and is vmapped by a batching rule.
 """
 from dataclasses import dataclass
 from typing import Callable, List, Optional
@@ -106,8 +106,9 @@ def register(spec: Spec, forward):
     SPECS[spec.name] = spec
 
     class Transformed(torch.autograd.Function):
-        """The op under torch.func transforms (grad, vjp, jacrev), which a custom op's autograd
-        does not reach: the same forward, context and backward."""
+        """The op under torch.func transforms (grad, vjp, jacrev, jvp, jacfwd), which a custom
+        op's autograd does not reach: the same forward, context and backward, and the forward
+        mode's rule."""
 
         generate_vmap_rule = True
 
@@ -118,10 +119,20 @@ def register(spec: Spec, forward):
         @staticmethod
         def setup_context(ctx, inputs, output):
             setup_context(ctx, inputs, output)
+            outs = output if isinstance(output, tuple) else (output,)
+            ctx.save_for_forward(*inputs[:n_t], *outs)
 
         @staticmethod
         def backward(ctx, *grads):
             return backward(ctx, *grads)
+
+        @staticmethod
+        def jvp(ctx, *tangents):
+            saved = list(ctx.saved_tensors)
+            *scalars, time_dim = ctx.extra
+            got = _tangents(spec, saved[:n_t], saved[n_t:], tangents[:n_t],
+                            [float(x) for x in scalars], time_dim)
+            return got[0] if spec.n_outputs == 1 else got
 
     def call(*args):
         if not torch.compiler.is_compiling() and any(
@@ -154,15 +165,21 @@ def _(name, tensors, outs, grads, scalars, time_dim, needs):
             for x, need in zip(tensors, needs)]
 
 
-def _backward(spec, tensors, outs, grads, needs, scalar_values, time_dim):
-    # torch.func.vjp rather than tensor autograd: this runs inside a custom op, below autograd.
-    scalars = dict(zip(spec.scalars, scalar_values))
-    axis = L.time_axis(tensors[spec.tensors.index(spec.like)], time_dim)
-    wanted = [i for i, need in enumerate(needs) if need]
+class _Calculus:
+    """An op's coefficients and outputs as functions of the inputs being differentiated
+    (``wanted``), in ``[B, T]`` rows: what the reverse and forward rules both chain through."""
 
-    def rows_from(values):
-        named = dict(zip(spec.tensors, tensors))
-        named.update(zip((spec.tensors[i] for i in wanted), values))
+    def __init__(self, spec, tensors, wanted, scalar_values, time_dim):
+        self.spec, self.tensors, self.wanted = spec, tensors, wanted
+        self.scalars = dict(zip(spec.scalars, scalar_values))
+        self.like = tensors[spec.tensors.index(spec.like)]
+        self.axis = L.time_axis(self.like, time_dim)
+        self.reverse = spec.reverse(self.scalars)
+
+    def rows_from(self, values):
+        spec, axis = self.spec, self.axis
+        named = dict(zip(spec.tensors, self.tensors))
+        named.update(zip((spec.tensors[i] for i in self.wanted), values))
         step = {k: v for k, v in named.items() if k not in spec.per_row + spec.per_action}
         rows = L.rows_of(axis, **step)
         return dict(rows.tensors, **{
@@ -170,20 +187,50 @@ def _backward(spec, tensors, outs, grads, needs, scalar_values, time_dim):
             k: None if named[k] is None else L.action_rows(named[k], axis)
             for k in spec.per_action})
 
-    def coefficients(*values):
-        c = spec.coefficients(rows_from(values), scalars)
+    def coefficients(self, *values):
+        c = self.spec.coefficients(self.rows_from(values), self.scalars)
         return c.alpha, c.beta, c.carry
 
+    def outputs(self, state, *values):
+        return self.spec.outputs(state, self.rows_from(values), self.scalars)
+
+    def state(self, outs, values, dtype):
+        return self.spec.state([L.to_rows(o, self.axis) for o in outs],
+                               self.rows_from(values)).to(dtype)
+
+
+def _backward(spec, tensors, outs, grads, needs, scalar_values, time_dim):
+    # torch.func.vjp rather than tensor autograd: this runs inside a custom op, below autograd.
+    wanted = [i for i, need in enumerate(needs) if need]
+    f = _Calculus(spec, tensors, wanted, scalar_values, time_dim)
     primals = [tensors[i] for i in wanted]
-    (alpha, beta, carry), coef_vjp = torch.func.vjp(coefficients, *primals)
-    state = spec.state([L.to_rows(o, axis) for o in outs], rows_from(primals)).to(alpha.dtype)
-    results, out_vjp = torch.func.vjp(
-        lambda st, *values: spec.outputs(st, rows_from(values), scalars), state, *primals)
-    g_out = tuple(torch.zeros_like(r) if g is None else L.to_rows(g, axis).to(r.dtype)
+    (alpha, beta, carry), coef_vjp = torch.func.vjp(f.coefficients, *primals)
+    state = f.state(outs, primals, alpha.dtype)
+    results, out_vjp = torch.func.vjp(f.outputs, state, *primals)
+    g_out = tuple(torch.zeros_like(r) if g is None else L.to_rows(g, f.axis).to(r.dtype)
                   for g, r in zip(grads, results))
     g_state, *direct = out_vjp(g_out)
-    d_alpha, d_beta, d_carry = scan_adjoint(g_state, beta, state, carry,
-                                            spec.reverse(scalars))
+    d_alpha, d_beta, d_carry = scan_adjoint(g_state, beta, state, carry, f.reverse)
     through = coef_vjp((d_alpha, d_beta, d_carry.to(carry.dtype)))
     got = dict(zip(wanted, (a + b for a, b in zip(direct, through))))
     return [got.get(i) for i in range(len(tensors))]
+
+
+def _tangents(spec, tensors, outs, tangents, scalar_values, time_dim):
+    """Forward mode: the tangent of ``A = scan(alpha, beta, carry)`` is the scan, with the same
+    ``beta``, of ``d alpha + d beta A_{t+-1}`` from ``d carry``; chained through the
+    coefficients and outputs like :func:`_backward`. Returns the outputs' tangents."""
+    wanted = [i for i, d in enumerate(tangents) if d is not None and tensors[i] is not None]
+    f = _Calculus(spec, tensors, wanted, scalar_values, time_dim)
+    primals, duals = [tensors[i] for i in wanted], [tangents[i] for i in wanted]
+    (alpha, beta, carry), (d_alpha, d_beta, d_carry) = torch.func.jvp(
+        f.coefficients, tuple(primals), tuple(duals))
+    state = f.state(outs, primals, alpha.dtype)
+    edge = carry[:, None].to(state.dtype)
+    neighbour = torch.cat([state[:, 1:], edge], 1) if f.reverse else \
+        torch.cat([edge, state[:, :-1]], 1)
+    source = d_alpha + d_beta * neighbour
+    d_state = torch.empty_like(source)  # batched with the tangents under jacfwd's vmap
+    scan_rows(source, beta, d_carry, f.reverse, d_state)
+    _, d_outs = torch.func.jvp(f.outputs, (state, *primals), (d_state, *duals))
+    return tuple(L.from_rows(d, f.like, f.axis).to(o.dtype) for d, o in zip(d_outs, outs))
