@@ -1,7 +1,9 @@
 """The backward rule (ARCHITECTURE.md 5): for L = sum_t u_t A_t, the gradient of a backward scan is
 the forward scan of u with beta shifted one step, g_t = u_t + beta_{t-1} g_{t-1}; then
 dL/dalpha_t = g_t, dL/dbeta_t = g_t A_{t+1}, dL/dcarry = beta_{T-1} g_{T-1}. Forward scans mirror
-it. Checked by differentiating the unrolled recurrence."""
+it. The forward mode: the tangent of a scan is the scan, with the same beta, of
+dalpha_t + dbeta_t A_{t+-1} from the boundary's tangent. Checked by differentiating the unrolled
+recurrence."""
 from __future__ import annotations
 
 from functools import partial
@@ -33,6 +35,24 @@ def _scan_adjoint(reverse: bool):
                     and is_zero(sp.diff(loss, beta[s]) - g[s] * neighbour[s])):
                 return False
         if not is_zero(sp.diff(loss, boundary) - d_boundary):
+            return False
+    return True
+
+
+def _scan_tangent(reverse: bool):
+    """d/de of scan(alpha + e dalpha, beta + e dbeta, boundary + e dboundary) at e = 0."""
+    e = sp.Symbol("epsilon")
+    for T in LENGTHS:
+        alpha, beta, da, db = (list(window(n, range(T)).values())
+                               for n in ("alpha", "beta", "dalpha", "dbeta"))
+        boundary, d_boundary = sp.symbols("boundary dboundary")
+        scan = backward if reverse else forward
+        A = scan(alpha, beta, boundary)
+        moved = scan([a + e * x for a, x in zip(alpha, da)], [b + e * x for b, x in zip(beta, db)],
+                     boundary + e * d_boundary)
+        neighbour = [*A[1:], boundary] if reverse else [boundary, *A[:-1]]
+        tangent = scan([x + y * n for x, y, n in zip(da, db, neighbour)], beta, d_boundary)
+        if not all(is_zero(sp.diff(m, e).subs(e, 0) - t) for m, t in zip(moved, tangent)):
             return False
     return True
 
@@ -77,6 +97,10 @@ IDENTITIES = [
              "g = forward scan of u, beta_{t-1}; dalpha = g, dbeta = g A_{t+1}, dcarry; T <= 6"),
     Identity("adjoint.forward_scan", partial(_scan_adjoint, False),
              "g = backward scan of u, beta_{t+1}; dalpha = g, dbeta = g A_{t-1}, dseed; T <= 6"),
+    Identity("adjoint.backward_scan_tangent", partial(_scan_tangent, True),
+             "forward mode: dA = backward scan of dalpha + dbeta A_{t+1}, same beta; T <= 6"),
+    Identity("adjoint.forward_scan_tangent", partial(_scan_tangent, False),
+             "forward mode: dA = forward scan of dalpha + dbeta A_{t-1}, same beta; T <= 6"),
     *(Identity(f"adjoint.chain[{name}]", partial(_chain, name),
                "input gradients = the scan adjoint chained through the coefficients, T <= 3")
       for name in ("gae", "lambda_returns", "eligibility_traces")),
