@@ -129,3 +129,18 @@ def test_compile_fullgraph():
     got = compiled(r, v, m, GAMMA, LAMBDA, last)
     assert_close("compiled", got, ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last),
                  TOL[torch.float32])
+
+
+def test_func_transforms(backend):
+    """torch.func through the two scans: grad against autograd through verl's loop, vmap
+    against the batch of calls."""
+    r, v, m, last = inputs(3, 25, 9, soft=True, device=device_of(backend), dtype=torch.float64)
+    got = torch.func.grad(lambda v: P.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last).sum())(v)
+    x = v.cpu().requires_grad_()
+    ref.compute_masked_gae(r.cpu(), x, m.cpu(), GAMMA, LAMBDA, last.cpu()).sum().backward()
+    assert_close("grad", got, x.grad, 1e-9)
+    stack = torch.stack([r, -r, 2 * r])
+    batch = torch.func.vmap(lambda r: P.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last))(stack)
+    for i in range(3):
+        assert_close("vmap", batch[i],
+                     ref.compute_masked_gae(stack[i], v, m, GAMMA, LAMBDA, last), 1e-9)
