@@ -27,10 +27,6 @@ def _flags(reward, done, terminated):
     return 1 - done.to(reward.dtype), 1 - terminated.to(reward.dtype)
 
 
-def _scan(alpha, beta, time_dim, initial=None):
-    return affine_scan(alpha, beta, initial=initial, time_dim=time_dim)
-
-
 def generalized_advantage_estimate(gamma, lmbda, state_value, next_state_value, reward, done,
                                    terminated=None, *, time_dim=-2):
     """``(advantage, value_target)``: ``A_t = r_t + gamma (1 - term_t) V'_t - V_t + gamma
@@ -41,7 +37,8 @@ def generalized_advantage_estimate(gamma, lmbda, state_value, next_state_value, 
     L.check_tensor("next_state_value", next_state_value, like=reward)
     not_done, not_term = _flags(reward, done, terminated)
     delta = reward + gamma * not_term * next_state_value - state_value
-    advantage = _scan(delta, torch.broadcast_to(gamma * lmbda * not_done, delta.shape), time_dim)
+    advantage = affine_scan(delta, torch.broadcast_to(gamma * lmbda * not_done, delta.shape),
+                            time_dim=time_dim)
     return advantage, advantage + state_value
 
 
@@ -62,7 +59,7 @@ def td_lambda_return_estimate(gamma, lmbda, next_state_value, reward, done, term
     alpha = reward + gamma * ((1 - lmbda) * nv + lmbda * done_ * nv)
     beta = torch.broadcast_to(gamma * lmbda * not_done, alpha.shape)
     axis = L.time_axis(reward, time_dim)
-    return _scan(alpha, beta, time_dim, nv.select(axis, -1))
+    return affine_scan(alpha, beta, initial=nv.select(axis, -1), time_dim=time_dim)
 
 
 def vtrace_advantage_estimate(gamma, log_pi, log_mu, state_value, next_state_value, reward,
@@ -79,7 +76,7 @@ def vtrace_advantage_estimate(gamma, log_pi, log_mu, state_value, next_state_val
     ratio = (log_pi - log_mu).exp()
     rho, c = ratio.clamp_max(rho_thresh), ratio.clamp_max(c_thresh)
     delta = rho * (reward + gamma * not_term * next_state_value - state_value)
-    vs = _scan(delta, gamma * not_done * c, time_dim) + state_value
+    vs = affine_scan(delta, gamma * not_done * c, time_dim=time_dim) + state_value
     axis = L.time_axis(reward, time_dim)
     following = torch.cat([vs.narrow(axis, 1, vs.shape[axis] - 1),
                            next_state_value.narrow(axis, vs.shape[axis] - 1, 1)], axis)

@@ -235,21 +235,3 @@ def test_masked_gae_long_rows_graph_and_no_sync():
     torch.cuda.synchronize()
     assert_close("replayed", captured, ref.compute_masked_gae(r, v, m, 1.0, 0.95),
                  TOL[torch.float32])
-
-
-@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
-def test_func_grad_and_vmap_on_the_gpu(est):
-    """torch.func on CUDA tensors: vmap launches the kernels once on the batch; grad runs the
-    backward in torch ops."""
-    d = make_inputs(4, 300, dtype=torch.float64, device="cuda")
-    stack = torch.stack([d["r"], 2 * d["r"]])
-    got = torch.func.vmap(lambda x: outputs(est.call(P, dict(d, r=x))))(stack)
-    for i in range(2):
-        for g, w in zip(got, outputs(est.call(ref, dict(d, r=stack[i])))):
-            assert_close(est.name, g[i], w, 1e-9)
-    grad = torch.func.grad(lambda x: sum(o.sum() for o in outputs(est.call(P, dict(d, r=x)))))(
-        d["r"])
-    x = d["r"].cpu().requires_grad_()
-    cpu = {k: None if t is None else t.cpu() for k, t in d.items()}
-    want = torch.autograd.grad(sum(o.sum() for o in outputs(est.call(ref, dict(cpu, r=x)))), x)
-    assert_close("grad", grad, want[0], 1e-9)
