@@ -84,15 +84,15 @@ def vtrace_ratios(log_pi_target, log_pi_behavior, rho_bar, c_bar, dtype):
 
 def vtrace_coefficients(log_pi_target, log_pi_behavior, values, rewards, terminateds,
                         truncateds=None, gamma=0.99, rho_bar=1.0, c_bar=1.0,
-                        bootstrap_values=None, last_value=None):
-    """Coefficients of ``Delta_t = vs_t - V_t``."""
+                        bootstrap_values=None, last_value=None, lambda_=1.0):
+    """Coefficients of ``Delta_t = vs_t - V_t``; the traces are ``lambda_ c_t``."""
     dt = _acc_dtype(rewards)
     r, v, b = rewards.to(dt), values.to(dt), _f(bootstrap_values, dt)
     term, trunc, done = _flags(terminateds, truncateds, dt)
     rho, c = vtrace_ratios(log_pi_target, log_pi_behavior, rho_bar, c_bar, dt)
     nu = window_next(v, trunc, b, window_value(r, b, last_value))
     alpha = rho * (r + gamma * (1 - term) * nu - v)
-    beta = gamma * c * (1 - done)
+    beta = gamma * lambda_ * c * (1 - done)
     return Coefficients(alpha, beta, torch.zeros_like(alpha[:, 0]), True)
 
 

@@ -130,17 +130,17 @@ def _gae(truncations: bool, mode: str, bool_flags: bool = False):
     return agrees(got, substituted(gae, row_data), True)
 
 
-def _vtrace(truncations: bool, mode: str):
+def _vtrace(truncations: bool, mode: str, trace: float = 1.0):
     x = inputs()
     got = package().vtrace_coefficients(
         x["lpt"], x["lpb"], x["V"], x["r"], x["tau"], x["kappa"] if truncations else None, GAMMA,
         RHO_BAR, C_BAR, bootstrap_values=x["b"] if mode == "all" else None,
-        last_value=x["last"] if mode == "last_value" else None)
+        last_value=x["last"] if mode == "last_value" else None, lambda_=trace)
 
     def row_data(row):
         rho, c = vtrace.clipped_ratios([exact(v) for v in x["lpt"][row].tolist()],
                                        [exact(v) for v in x["lpb"][row].tolist()],
-                                       exact(RHO_BAR), exact(C_BAR))
+                                       exact(RHO_BAR), exact(C_BAR), exact(trace))
         return {"r": series(x["r"], row), "V": series(x["V"], row), "b": _boot(x, row, mode),
                 "rho": dict(enumerate(rho)), "c": dict(enumerate(c)), **_flags(x, row, truncations)}
     return agrees(got, substituted(vtrace, row_data), True)
@@ -224,6 +224,8 @@ IDENTITIES = [
     Identity("code.vtrace[truncations]", partial(_vtrace, True, "all"), "strays ignored"),
     Identity("code.vtrace[truncations,last_value]", partial(_vtrace, True, "last_value"),
              "last_value together with truncations"),
+    Identity("code.vtrace[lambda]", partial(_vtrace, True, "all", LAMBDA),
+             "lambda_ scales the traces c, not rho"),
     Identity("code.retrace[paper_row]", partial(_retrace, False), "same-row expectation"),
     Identity("code.retrace[next_row]", partial(_retrace, True),
              "next_action_probs_target: the textbook expectation"),

@@ -41,10 +41,11 @@ ADVANTAGE = rho[t] * (r[t] + gamma * (1 - tau[t]) * (kappa[t] * b[t] + (1 - kapp
                       - V[t])
 
 
-def clipped_ratios(log_pi_target, log_pi_behavior, rho_bar, c_bar):
-    """rho_t = min(pi/mu, rho_bar), c_t = min(pi/mu, c_bar) with pi/mu = exp(log pi - log mu)."""
+def clipped_ratios(log_pi_target, log_pi_behavior, rho_bar, c_bar, lambda_=1):
+    """rho_t = min(pi/mu, rho_bar), c_t = lambda min(pi/mu, c_bar) with pi/mu = exp(log pi -
+    log mu); IMPALA's lambda (remark 2) only scales the traces."""
     ratio = [sp.exp(a - m) for a, m in zip(log_pi_target, log_pi_behavior, strict=True)]
-    return [sp.Min(x, rho_bar) for x in ratio], [sp.Min(x, c_bar) for x in ratio]
+    return [sp.Min(x, rho_bar) for x in ratio], [lambda_ * sp.Min(x, c_bar) for x in ratio]
 
 
 def window_data(T: int) -> dict:

@@ -61,7 +61,7 @@ def _vtrace(m, d, **kw):
 
 def _vtrace_clip(m, d, **kw):
     return m.compute_vtrace(d["lpt"], d["lpb"], d["v"], d["r"], d["term"], d["trunc"], 0.9,
-                            0.8, 0.5, None, d["last"], **kw)
+                            0.8, 0.5, None, d["last"], lambda_=0.9, **kw)
 
 
 def _retrace(m, d, **kw):
@@ -100,7 +100,7 @@ ESTIMATORS = [
     Estimator("gae", "gae", _gae),
     Estimator("gae_last_value", "gae", _gae_last, ("last",)),
     Estimator("vtrace", "vtrace", _vtrace),
-    Estimator("vtrace_clip_last_value", "vtrace", _vtrace_clip, ("last",)),
+    Estimator("vtrace_clip_lambda_last_value", "vtrace", _vtrace_clip, ("last",)),
     Estimator("retrace", "retrace", _retrace),
     Estimator("retrace_next_policy", "retrace", _retrace_next_pi),
     Estimator("lambda_returns", "returns", _lambda),

@@ -33,6 +33,12 @@ def _ignore_lambda(original):
     return broken
 
 
+def _vtrace_without_lambda(original):
+    def broken(*args, lambda_=1.0, **kwargs):
+        return original(*args, **kwargs)
+    return broken
+
+
 def _next_step_c(original):
     def broken(*args, **kwargs):
         c = original(*args, **kwargs)
@@ -66,6 +72,8 @@ def _tiny_drift(original):
 @pytest.mark.parametrize("function, breakage, prefix", [
     pytest.param("gae_coefficients", _ignore_lambda, "code.gae[", id="gae-beta-without-lambda"),
     pytest.param("vtrace_coefficients", _next_step_c, "code.vtrace[", id="vtrace-c-next-step"),
+    pytest.param("vtrace_coefficients", _vtrace_without_lambda, "code.vtrace[lambda]",
+                 id="vtrace-traces-without-lambda"),
     pytest.param("retrace_coefficients", _tiny_drift, "code.retrace[", id="retrace-1e-9-drift"),
     pytest.param("eligibility_traces_coefficients", _undecayed_seed,
                  "code.eligibility_traces[seed]", id="eligibility-seed-not-decayed"),

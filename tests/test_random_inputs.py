@@ -679,7 +679,7 @@ def test_heuristic_splits():
 
 
 LONG_ROWS = dict(
-    dict.fromkeys(("vtrace", "vtrace_clip_last_value"),
+    dict.fromkeys(("vtrace", "vtrace_clip_lambda_last_value"),
                   L.LongRows(two_pass_rows=0, cap16=128, time_major_row_warps=4)),
     **dict.fromkeys(("gae", "gae_last_value"),
                     L.LongRows(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512,

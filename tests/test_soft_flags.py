@@ -82,16 +82,17 @@ def test_lambda_returns_with_continuations(backend):
     assert_close("lambda_returns", got, want, TOL[torch.float32])
 
 
-def test_vtrace_with_per_step_discounts(backend):
-    """rlax's V-trace (lambda 1): ``vs_t - v_t = rho_t (r_t + discount_t v_{t+1} - v_t) +
-    discount_t c_t (vs_{t+1} - v_{t+1})``; the advantage ``rho_t (r_t + discount_t vs_{t+1} -
-    v_t)``, ``vs_T = v_T``."""
+@pytest.mark.parametrize("lam", [1.0, 0.8])
+def test_vtrace_with_per_step_discounts(backend, lam):
+    """rlax's V-trace: ``vs_t - v_t = rho_t (r_t + discount_t v_{t+1} - v_t) +
+    discount_t lambda c_t (vs_{t+1} - v_{t+1})``; the advantage ``rho_t (r_t + discount_t
+    vs_{t+1} - v_t)``, ``vs_T = v_T``."""
     device = device_of(backend)
     d = make_inputs(3, 40, device=device)
     lpt, lpb, v, r, last = d["lpt"], d["lpb"], d["v"], d["r"], d["last"]
     discount = GAMMA * _continuations(3, 40, 4, device)
     ratio = torch.exp(lpt.double() - lpb.double()).cpu()
-    rho, c = ratio.clamp(max=1.0), ratio.clamp(max=0.9)
+    rho, c = ratio.clamp(max=1.0), lam * ratio.clamp(max=0.9)
     r64, v64, disc64 = r.double().cpu(), v.double().cpu(), discount.double().cpu()
     v_next = torch.cat([v64[:, 1:], last.double().cpu()[:, None]], 1)
     diff = torch.zeros(3, dtype=torch.float64)
@@ -103,7 +104,7 @@ def test_vtrace_with_per_step_discounts(backend):
     vs_next = torch.cat([vs[:, 1:], last.double().cpu()[:, None]], 1)
     adv = rho * (r64 + disc64 * vs_next - v64)
     got_vs, got_adv = P.compute_vtrace(lpt, lpb, v, r, 1 - discount / GAMMA, None, GAMMA, 1.0,
-                                       0.9, None, last)
+                                       0.9, None, last, lambda_=lam)
     assert_close("vs", got_vs, vs, TOL[torch.float32])
     assert_close("advantages", got_adv, adv, TOL[torch.float32])
 

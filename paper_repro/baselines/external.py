@@ -146,6 +146,29 @@ def _pufferlib_op():
     return torch.ops.pufferlib.compute_puff_advantage
 
 
+def pufferlib_reference_op():
+    """PufferLib's ``compute_puff_advantage`` op (its CPU loop; CUDA too where built), or the
+    reason it cannot be had: ``(op, None)`` or ``(None, reason)``. Without CUDA only
+    ``pufferlib.cpp`` is compiled (one registration of the ``pufferlib`` library a process)."""
+    if torch.cuda.is_available():
+        reason = pufferlib_unavailable()
+        return (None, reason) if reason else (_pufferlib_op(), None)
+    if not (PUFFERLIB_SRC / "pufferlib.cpp").exists():
+        return None, f"pufferlib.cpp not found in {PUFFERLIB_SRC}"
+    try:
+        return _pufferlib_cpu_op(), None
+    except Exception as exc:
+        return None, f"PufferLib CPU build failed: {exc!r}"[:300]
+
+
+@functools.lru_cache(maxsize=1)
+def _pufferlib_cpu_op():
+    from torch.utils.cpp_extension import load
+    load(name="pufferlib_advantage_cpu", is_python_module=False, verbose=False,
+         sources=[str(PUFFERLIB_SRC / "pufferlib.cpp")])
+    return torch.ops.pufferlib.compute_puff_advantage
+
+
 def pufferlib_prepare(case):
     """(call, outputs, compare_case, compare_cols) for PufferLib's advantage kernel.
 

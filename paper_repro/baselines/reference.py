@@ -90,13 +90,14 @@ def compute_gae(rewards, values, terminateds, truncateds=None, gamma=0.99, lambd
 
 
 def compute_vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds, truncateds=None,
-                   gamma=0.99, rho_bar=1.0, c_bar=1.0, bootstrap_values=None, last_value=None):
+                   gamma=0.99, rho_bar=1.0, c_bar=1.0, bootstrap_values=None, last_value=None,
+                   lambda_=1.0):
     r, v = _f64(rewards), _f64(values)
     n, T = r.shape
     term, trunc, done = _flags(terminateds, truncateds)
     ratio = torch.exp(_f64(log_pi_target) - _f64(log_pi_behavior))
     rho = torch.clamp(ratio, max=rho_bar)
-    c = torch.clamp(ratio, max=c_bar)
+    c = lambda_ * torch.clamp(ratio, max=c_bar)
     boot = torch.zeros_like(r) if bootstrap_values is None else _f64(bootstrap_values)
     window = _window_value(n, bootstrap_values, last_value)
     nu = _next_state_value(v, trunc, boot, window)

@@ -1,8 +1,9 @@
 """V-trace targets and advantages in one fused backward scan (SPEC.md 1.2; proofs/vtrace.py).
 
 Delta_t = vs_t - V_t:  alpha_t = rho_t (r_t + gamma (1 - term_t) nu_t - V_t),
-beta_t = gamma c_t (1 - done_t),  Delta_T = 0.  The advantage's next target vs_{t+1} is the
-scanned tile shifted one step in registers (no store-and-reload round trip).
+beta_t = gamma c_t (1 - done_t) with c_t = lambda min(pi/mu, c_bar),  Delta_T = 0.  The
+advantage's next target vs_{t+1} is the scanned tile shifted one step in registers (no
+store-and-reload round trip).
 """
 from typing import Optional, Tuple
 
@@ -56,7 +57,7 @@ def vtrace_inputs(lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mas
 def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr,
                       out_ptr, adv_ptr, agg_ptr, status_ptr,
                       B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
-                      gamma, gamma_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo,
+                      gamma, gamma_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo, trace, trace_lo,
                       HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr, HAS_LAST: tl.constexpr,
                       ACC: tl.constexpr, PHASE: tl.constexpr,
                       BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr,
@@ -66,6 +67,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     rho_max = tl.cast(rho_bar, ACC) + tl.cast(rho_bar_lo, ACC)
     c_max = tl.cast(c_bar, ACC) + tl.cast(c_bar_lo, ACC)
+    g_trace = tl.cast(trace, ACC) + tl.cast(trace_lo, ACC)  # gamma lambda: no extra multiply
     pid_b, pid_s = program_ids(agg_ptr, B, n_seg, PHASE, True, BLOCK_B, True)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
     t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T, PHASE)
@@ -103,7 +105,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             discount = g * (1.0 - done)
             alpha = tl.where(mask, rho * (r.to(ACC) + discount * nu - v_t), 0.0)
             keep = 1.0 - tl.minimum(done + cut, 1.0)
-            beta = tl.where(mask, g * tl.minimum(ratio, c_max) * keep, 1.0)
+            beta = tl.where(mask, g_trace * tl.minimum(ratio, c_max) * keep, 1.0)
             delta, carry, agg_b, carry_in = sweep_tile(
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
                 n_seg, PHASE, BLOCK_T, True, FLIP, against)
@@ -127,11 +129,11 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
 
 def compute_vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds, truncateds=None,
                    gamma=0.99, rho_bar=1.0, c_bar=1.0, bootstrap_values=None, last_value=None, *,
-                   time_dim=-1, validate=False):
+                   lambda_=1.0, time_dim=-1, validate=False):
     """V-trace targets ``vs_t`` and policy-gradient advantages (Espeholt et al. 2018).
 
     ``vs_t - V_t = rho_t delta_t + gamma c_t (1 - done_t)(vs_{t+1} - V_{t+1})`` with
-    ``rho = min(pi/mu, rho_bar)``, ``c = min(pi/mu, c_bar)``.
+    ``rho = min(pi/mu, rho_bar)``, ``c = lambda_ min(pi/mu, c_bar)``.
 
     Args:
         log_pi_target, log_pi_behavior, values, rewards: ``[..., T, ...]`` floating, time on
@@ -140,6 +142,8 @@ def compute_vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds,
         gamma, rho_bar, c_bar: Default: 0.99, 1.0, 1.0.
         bootstrap_values: V of the true next state, read at truncated steps and at T-1.
         last_value: V(s_T) per row; alternative to ``bootstrap_values[..., -1]``.
+        lambda_: scales the traces c (the paper's API has none: 1.0). rlax's ``lambda_``,
+            IMPALA's remark 2 and PufferLib's advantage (``paper_repro.pufferlib_compat``).
         validate: check flag values and unread bootstrap values (synchronises).
     Returns:
         ``(vs, advantages)``, each shaped like ``rewards``, where
@@ -155,7 +159,7 @@ def compute_vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds,
     """
     args = (log_pi_target, log_pi_behavior, values, rewards, terminateds, truncateds,
             bootstrap_values, last_value)
-    out, key = P.planned("vtrace", args, (gamma, rho_bar, c_bar, time_dim), validate)
+    out, key = P.planned("vtrace", args, (gamma, rho_bar, c_bar, lambda_, time_dim), validate)
     if out is not None:
         return out
     L.check_tensor("log_pi_target", log_pi_target)
@@ -173,16 +177,17 @@ def compute_vtrace(log_pi_target, log_pi_behavior, values, rewards, terminateds,
     gamma = L.check_scalar("gamma", gamma)
     rho_bar = L.check_scalar("rho_bar", rho_bar)
     c_bar = L.check_scalar("c_bar", c_bar)
+    lambda_ = L.check_scalar("lambda_", lambda_)
     check_flags(validate, axis, terminateds, truncateds, bootstrap_values)
     if L.needs_dispatch(*args):
-        return vtrace_op(*args, gamma, rho_bar, c_bar, axis)
-    return P.recorded(key, _vtrace, *args, gamma, rho_bar, c_bar, axis)
+        return vtrace_op(*args, gamma, rho_bar, c_bar, lambda_, axis)
+    return P.recorded(key, _vtrace, *args, gamma, rho_bar, c_bar, lambda_, axis)
 
 
 def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: torch.Tensor,
             rewards: torch.Tensor, terminateds: torch.Tensor, truncateds: Optional[torch.Tensor],
             bootstrap_values: Optional[torch.Tensor], last_value: Optional[torch.Tensor],
-            gamma: float, rho_bar: float, c_bar: float,
+            gamma: float, rho_bar: float, c_bar: float, lambda_: float,
             time_dim: int) -> Tuple[torch.Tensor, torch.Tensor]:
     out_dtype = L.result_dtype(log_pi_target, log_pi_behavior, values, rewards,
                                bootstrap_values, last_value)
@@ -196,7 +201,7 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
     vs_out, adv_out = (L.Output(rewards, time_dim, out_dtype, rows) for _ in range(2))
     if not L.use_triton(rewards):
         named = dict(rows.tensors, last_value=last)
-        scalars = dict(gamma=gamma, rho_bar=rho_bar, c_bar=c_bar)
+        scalars = dict(gamma=gamma, rho_bar=rho_bar, c_bar=c_bar, lambda_=lambda_)
         coef = _coefficients(named, scalars)
         delta = torch_affine_scan(coef.alpha, coef.beta, coef.carry, True)
         vs, adv = _outputs(delta, named, scalars)
@@ -210,7 +215,7 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
     # likewise, and in fp32 only (look_back_tile_ab.csv, walked against compile-time in turn:
     # time-major 32 x 128 64x131072 0.78x the time, bf16 one-row 0.97x; fp32 one-row 1.00x).
     job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(vs.dtype), vs.device,
-                 L.layout_ints(rows, vs), L.scalar_pairs(gamma, rho_bar, c_bar),
+                 L.layout_ints(rows, vs), L.scalar_pairs(gamma, rho_bar, c_bar, gamma * lambda_),
                  (truncateds is not None, bootstrap_values is not None, last is not None),
                  one_tile=config.BLOCK_B == 1,
                  look_back_tile=config.BLOCK_B == 1 and vs.element_size() != 2)
@@ -226,7 +231,7 @@ def _coefficients(rows, s):
     return C.vtrace_coefficients(rows["log_pi_target"], rows["log_pi_behavior"], rows["values"],
                                  rows["rewards"], rows["terminateds"], rows["truncateds"],
                                  s["gamma"], s["rho_bar"], s["c_bar"], rows["bootstrap_values"],
-                                 rows["last_value"])
+                                 rows["last_value"], s["lambda_"])
 
 
 def _outputs(delta, rows, s):
@@ -246,7 +251,8 @@ def _outputs(delta, rows, s):
 
 vtrace_op = register(Spec("vtrace", ("log_pi_target", "log_pi_behavior", "values", "rewards",
                                      "terminateds", "truncateds", "bootstrap_values",
-                                     "last_value"), ("gamma", "rho_bar", "c_bar"), _coefficients,
+                                     "last_value"), ("gamma", "rho_bar", "c_bar", "lambda_"),
+                          _coefficients,
                           per_row=("last_value",), n_outputs=2,
                           state=lambda outs, rows: outs[0] - rows["values"],
                           outputs=_outputs), _vtrace)

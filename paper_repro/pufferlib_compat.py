@@ -1,0 +1,53 @@
+"""PufferLib's advantage (``pufferlib.pufferl.compute_puff_advantage``, 3.0) with its name,
+signature and readings: swap the import and keep the call.
+
+PufferLib stores ``[segments, horizon]`` rows whose reward and terminal of step ``t`` sit at
+``t + 1``, mixes GAE with V-trace's clipped importance weights, and never writes the last
+column. That is our V-trace with ``lambda_`` over the first ``horizon - 1`` steps, rewards and
+terminals read one slot later, bootstrapped from ``values[:, -1]`` (docs/conventions.md):
+
+    A_t = rho_t delta_t + gamma lambda c_t (1 - terminals[t+1]) A_{t+1},
+    delta_t = rewards[t+1] + gamma (1 - terminals[t+1]) values[t+1] - values[t],
+
+``rho_t = min(ratio_t, rho_clip)``, ``c_t = min(ratio_t, c_clip)``, ``A_{horizon-1}`` unwritten.
+"""
+from __future__ import annotations
+
+import torch
+
+from paper_repro.kernels import _launch as L
+from paper_repro.kernels.vtrace import compute_vtrace
+
+__all__ = ["compute_puff_advantage"]
+
+
+def compute_puff_advantage(values, rewards, terminals, ratio, advantages, gamma, gae_lambda,
+                           vtrace_rho_clip, vtrace_c_clip):
+    """Writes PufferLib's advantages into ``advantages[:, :-1]`` and returns ``advantages``.
+
+    Args:
+        values, rewards, terminals, ratio, advantages: ``[segments, horizon]``; ``terminals``
+            bool, integer or floating, the others floating. ``ratio`` is the importance weight
+            ``pi/mu`` of each step (ones for plain GAE).
+        gamma, gae_lambda, vtrace_rho_clip, vtrace_c_clip: floats.
+    Returns:
+        ``advantages``, its last column as it was (PufferLib never writes it).
+    """
+    L.check_tensor("values", values)
+    if values.dim() != 2:
+        raise ValueError(f"values must be [segments, horizon], got {values.dim()}-d")
+    for name, x in (("rewards", rewards), ("ratio", ratio), ("advantages", advantages)):
+        L.check_tensor(name, x, like=values)
+    L.check_tensor("terminals", terminals, like=values, flag=True)
+    for name, x in (("gamma", gamma), ("gae_lambda", gae_lambda),
+                    ("vtrace_rho_clip", vtrace_rho_clip), ("vtrace_c_clip", vtrace_c_clip)):
+        L.check_scalar(name, x)
+    if values.shape[1] < 2:
+        return advantages  # PufferLib's loop starts at horizon - 2: nothing to write
+    before = values[:, :-1]
+    # the ratio enters as log pi - log mu with log mu = 0; a ratio of 1 stays exactly 1
+    vs, _ = compute_vtrace(ratio[:, :-1].log(), torch.zeros_like(before), before, rewards[:, 1:],
+                           terminals[:, 1:], None, gamma, vtrace_rho_clip, vtrace_c_clip,
+                           last_value=values[:, -1], lambda_=gae_lambda)
+    advantages[:, :-1] = vs - before
+    return advantages

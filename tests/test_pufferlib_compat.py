@@ -1,0 +1,100 @@
+"""``paper_repro.pufferlib_compat.compute_puff_advantage`` against PufferLib 3.0's advantage
+loop, written here from its update rule in float64, and against PufferLib's own compiled op
+where its sources are at hand (``$PAPER_REPRO_PUFFERLIB_SRC``)."""
+import pytest
+import torch
+from conftest import TOL, assert_close, device_of
+
+from paper_repro.baselines import external
+from paper_repro.pufferlib_compat import compute_puff_advantage
+
+SENTINEL = 7.25  # the last column must keep whatever it held
+
+
+def segments(S, H, seed, device, dtype=torch.float32, off_policy=True):
+    """PufferLib's buffers: values, rewards and terminals (the reward and terminal of step t at
+    t+1), importance ratios spread across both clips, advantages holding a sentinel."""
+    g = torch.Generator().manual_seed(seed)
+    values, rewards = torch.randn(S, H, generator=g), torch.randn(S, H, generator=g)
+    terminals = (torch.rand(S, H, generator=g) < 0.1).float()
+    ratio = torch.exp(0.4 * torch.randn(S, H, generator=g)) if off_policy else torch.ones(S, H)
+    advantages = torch.full((S, H), SENTINEL)
+    return [x.to(device, dtype) for x in (values, rewards, terminals, ratio, advantages)]
+
+
+def puff_loop(values, rewards, terminals, ratio, gamma, lam, rho_clip, c_clip):
+    """PufferLib's ``puff_advantage_row``: the last column is never written (NaN here)."""
+    v, r, d, w = (x.double().cpu() for x in (values, rewards, terminals, ratio))
+    out = torch.full_like(v, float("nan"))
+    last = torch.zeros(v.shape[0], dtype=torch.float64)
+    for t in range(v.shape[1] - 2, -1, -1):
+        live = 1 - d[:, t + 1]
+        rho, c = w[:, t].clamp(max=rho_clip), w[:, t].clamp(max=c_clip)
+        delta = rho * (r[:, t + 1] + gamma * v[:, t + 1] * live - v[:, t])
+        last = delta + gamma * lam * c * last * live
+        out[:, t] = last
+    return out
+
+
+@pytest.mark.parametrize("S, H, clips", [(5, 64, (1.0, 1.0)), (3, 33, (1.2, 0.8)),
+                                          (1, 2, (1.0, 1.0)), (4, 300, (2.0, 0.5))])
+def test_matches_pufferlib_loop(backend, S, H, clips):
+    x = segments(S, H, H, device_of(backend))
+    want = puff_loop(*x[:4], 0.99, 0.95, *clips)
+    got = compute_puff_advantage(*x, 0.99, 0.95, *clips)
+    assert got is x[4], "PufferLib's call writes into and returns `advantages`"
+    assert_close("advantages", got[:, :-1], want[:, :-1], TOL[torch.float32])
+    assert (got[:, -1] == SENTINEL).all(), "the last column is PufferLib's to leave alone"
+
+
+def test_on_policy_is_gae_of_the_shifted_steps(backend):
+    """Ratios of one make it GAE: bit for bit the loop's numbers within float32 rounding."""
+    x = segments(6, 40, 1, device_of(backend), off_policy=False)
+    want = puff_loop(*x[:4], 0.97, 0.9, 1.0, 1.0)
+    got = compute_puff_advantage(*x, 0.97, 0.9, 1.0, 1.0)
+    assert_close("advantages", got[:, :-1], want[:, :-1], TOL[torch.float32])
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_other_dtypes(dtype):
+    x = segments(3, 50, 2, "cpu", dtype)
+    want = puff_loop(*x[:4], 0.99, 0.95, 1.0, 1.0)
+    got = compute_puff_advantage(*x, 0.99, 0.95, 1.0, 1.0)
+    assert got.dtype == dtype
+    assert_close("advantages", got[:, :-1], want[:, :-1], TOL[dtype])
+
+
+def test_horizon_one_writes_nothing():
+    x = segments(3, 1, 3, "cpu")
+    assert (compute_puff_advantage(*x, 0.99, 0.95, 1.0, 1.0) == SENTINEL).all()
+
+
+def test_against_pufferlibs_own_op():
+    op, reason = external.pufferlib_reference_op()
+    if op is None:
+        pytest.skip(reason)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    x = segments(8, 128, 4, device)
+    theirs = x[4].clone()
+    op(*(t.contiguous() for t in x[:4]), theirs, 0.99, 0.95, 1.1, 0.9)
+    ours = compute_puff_advantage(*x, 0.99, 0.95, 1.1, 0.9)
+    assert_close("advantages", ours, theirs, TOL[torch.float32])
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda x: x.__setitem__(0, x[0][None]), "values must be \\[segments, horizon\\]"),
+    (lambda x: x.__setitem__(1, x[1][:, :-1]), "rewards must have shape"),
+    (lambda x: x.__setitem__(3, x[3].int()), "ratio must be float16"),
+    (lambda x: x.__setitem__(4, None), "advantages must be a torch.Tensor"),
+])
+def test_bad_tensors_are_named(change, match):
+    x = segments(2, 8, 5, "cpu")
+    change(x)
+    with pytest.raises((TypeError, ValueError), match=match):
+        compute_puff_advantage(*x, 0.99, 0.95, 1.0, 1.0)
+
+
+def test_bad_scalar_is_named():
+    x = segments(2, 8, 5, "cpu")
+    with pytest.raises(TypeError, match="vtrace_c_clip must be a real number"):
+        compute_puff_advantage(*x, 0.99, 0.95, 1.0, "1")
