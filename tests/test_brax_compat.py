@@ -81,3 +81,11 @@ def test_bad_input_is_named(change, match):
     change(x)
     with pytest.raises((TypeError, ValueError), match=match):
         compute_gae(*x)
+
+
+def test_compile_fullgraph():
+    x = transitions(30, 3, 8, "cuda" if torch.cuda.is_available() else "cpu")
+    torch._dynamo.reset()
+    got = torch.compile(compute_gae, fullgraph=True)(*x, 0.95, 0.99)
+    for g, w in zip(got, brax_loop(*x, 0.95, 0.99)):
+        assert_close("compiled", g, w, TOL[torch.float32])

@@ -75,3 +75,11 @@ def test_bad_input_is_named(change, match):
     change(x)
     with pytest.raises((TypeError, ValueError), match=match):
         compute_gae(0.99, 0.95, *x)
+
+
+def test_compile_fullgraph():
+    x = async_buffer(20, 4, 6, 9, "cuda" if torch.cuda.is_available() else "cpu")
+    torch._dynamo.reset()
+    got = torch.compile(compute_gae, fullgraph=True)(0.99, 0.95, *x)
+    for g, w in zip(got, envpool_loop(0.99, 0.95, *x)):
+        assert_close("compiled", g, w, TOL[torch.float32])

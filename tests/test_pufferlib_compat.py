@@ -98,3 +98,12 @@ def test_bad_scalar_is_named():
     x = segments(2, 8, 5, "cpu")
     with pytest.raises(TypeError, match="vtrace_c_clip must be a real number"):
         compute_puff_advantage(*x, 0.99, 0.95, 1.0, "1")
+
+
+def test_compile_fullgraph():
+    x = segments(3, 40, 6, "cuda" if torch.cuda.is_available() else "cpu")
+    want = puff_loop(*x[:4], 0.99, 0.95, 1.0, 1.0)
+    torch._dynamo.reset()
+    got = torch.compile(compute_puff_advantage, fullgraph=True)(*x, 0.99, 0.95, 1.0, 1.0)
+    assert_close("compiled", got[:, :-1], want[:, :-1], TOL[torch.float32])
+    assert (x[4][:, -1] == SENTINEL).all() and torch.equal(x[4], got)
