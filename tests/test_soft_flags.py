@@ -122,3 +122,36 @@ def test_tensor_gamma_names_the_per_step_route():
     route = r"gamma must be a real number, got Tensor; .*flag = 1 - discount_t / gamma"
     with pytest.raises(TypeError, match=route):
         P.compute_gae(d["r"], d["v"], d["term"], None, torch.full((2, 8), 0.99))
+
+
+def test_retrace_with_per_step_discounts(backend):
+    """rlax's Retrace (``general_off_policy_returns_from_action_values``): ``G_t = r_t +
+    discount_t (E_{pi_{t+1}} Q(s_{t+1}) - c_{t+1} Q(s_{t+1}, a_{t+1}) + c_{t+1} G_{t+1})``,
+    ``G_{T-1} = r + discount E``, ``c = lambda min(1, pi/mu)`` (rlax's eps taken as 0): ours
+    with the next policy as ``next_action_probs_target``, ``c_bar`` 1."""
+    N, T, A = 3, 30, 4
+    device = device_of(backend)
+    g = torch.Generator().manual_seed(6)
+    q_all = torch.randn(N, T + 1, A, generator=g, dtype=torch.float64)
+    pi_all = torch.softmax(torch.randn(N, T + 1, A, generator=g, dtype=torch.float64), -1)
+    acts = torch.randint(0, A, (N, T + 1), generator=g)
+    mu = torch.rand(N, T + 1, generator=g, dtype=torch.float64) * 0.8 + 0.1
+    r = torch.randn(N, T, generator=g, dtype=torch.float64)
+    discount = GAMMA * _continuations(N, T, 7, "cpu").double()
+    taken = q_all.gather(-1, acts[..., None])[..., 0]
+    c = LAMBDA * (pi_all.gather(-1, acts[..., None])[..., 0] / mu).clamp(max=1.0)
+    expect = (pi_all * q_all).sum(-1)
+    want = torch.empty(N, T, dtype=torch.float64)
+    want[:, -1] = r[:, -1] + discount[:, -1] * expect[:, T]
+    for t in range(T - 2, -1, -1):
+        want[:, t] = r[:, t] + discount[:, t] * (expect[:, t + 1] - c[:, t + 1] * taken[:, t + 1]
+                                                 + c[:, t + 1] * want[:, t + 1])
+
+    def f32(x):
+        return x.float().to(device)
+
+    q_ret, _ = P.compute_retrace(f32(pi_all[:, :T]), f32(mu[:, :T]), f32(taken[:, :T]),
+                                 f32(q_all[:, 1:]), acts[:, :T].to(device), f32(r),
+                                 f32(1 - discount / GAMMA), None, GAMMA, LAMBDA, 1.0, 1.0,
+                                 next_action_probs_target=f32(pi_all[:, 1:]))
+    assert_close("q_ret", q_ret, want, TOL[torch.float32])
