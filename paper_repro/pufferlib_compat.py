@@ -4,7 +4,9 @@ signature and readings: swap the import and keep the call.
 PufferLib stores ``[segments, horizon]`` rows whose reward and terminal of step ``t`` sit at
 ``t + 1``, mixes GAE with V-trace's clipped importance weights, and never writes the last
 column. That is our V-trace with ``lambda_`` over the first ``horizon - 1`` steps, rewards and
-terminals read one slot later, bootstrapped from ``values[:, -1]`` (docs/conventions.md):
+terminals read one slot later, bootstrapped from ``values[:, -1]`` (docs/conventions.md); where
+the kernels run and nothing needs a gradient, one launch that reads the ratios as they are
+and writes ``vs - V`` straight into ``advantages``:
 
     A_t = rho_t delta_t + gamma lambda c_t (1 - terminals[t+1]) A_{t+1},
     delta_t = rewards[t+1] + gamma (1 - terminals[t+1]) values[t+1] - values[t],
@@ -16,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from paper_repro.kernels import _launch as L
-from paper_repro.kernels.vtrace import compute_vtrace
+from paper_repro.kernels.vtrace import compute_vtrace, vtrace_difference_into
 
 __all__ = ["compute_puff_advantage"]
 
@@ -45,9 +47,21 @@ def compute_puff_advantage(values, rewards, terminals, ratio, advantages, gamma,
     if values.shape[1] < 2:
         return advantages  # PufferLib's loop starts at horizon - 2: nothing to write
     before = values[:, :-1]
+    if _one_launch(values, rewards, ratio, advantages):
+        vtrace_difference_into(advantages[:, :-1], ratio[:, :-1], before, rewards[:, 1:],
+                               terminals[:, 1:], values[:, -1], gamma, vtrace_rho_clip,
+                               vtrace_c_clip, gae_lambda)
+        return advantages
     # the ratio enters as log pi - log mu with log mu = 0; a ratio of 1 stays exactly 1
     vs, _ = compute_vtrace(ratio[:, :-1].log(), torch.zeros_like(before), before, rewards[:, 1:],
                            terminals[:, 1:], None, gamma, vtrace_rho_clip, vtrace_c_clip,
                            last_value=values[:, -1], lambda_=gae_lambda)
     advantages[:, :-1] = vs - before
     return advantages
+
+
+def _one_launch(values, rewards, ratio, advantages) -> bool:
+    """The kernel can read the ratios and write ``advantages`` itself: the kernels run here,
+    one dtype throughout, nothing to differentiate or trace (else V-trace's public call)."""
+    return (not L.needs_dispatch(values, rewards, ratio, advantages) and L.use_triton(values)
+            and values.dtype == rewards.dtype == ratio.dtype == advantages.dtype)

@@ -70,6 +70,17 @@ def test_masked_suite_passes_the_gate(tmp_path):
     assert abs(1 - mask.mean().item() - 0.2) < 0.02
 
 
+def test_puff_suite_passes_the_gate(tmp_path):
+    """The puff suite's cells on ours through the float64 gate (PufferLib's loop), the last
+    column kept as the buffer held it."""
+    suite = SUITES["puff"]
+    rows, frame = _run(tmp_path, suite.cases(quick=True), ("ours",))
+    errs = frame[frame.metric == "max_abs_err"]
+    assert len(errs) == 2 and (errs.status == "ok").all(), errs.note.tolist()
+    ratio = make_case("puff_advantage", 64, 128).args[3]
+    assert ratio.min() < 0.9 and ratio.max() > 1.1  # both clips bite
+
+
 @pytest.mark.parametrize("kind", ["shift", "nan", "crash"])
 def test_a_wrong_provider_is_rejected_and_never_timed(tmp_path, monkeypatch, kind):
     provider = {"shift": _wrong_provider(), "nan": _wrong_provider(value=float("nan")),

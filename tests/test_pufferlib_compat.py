@@ -5,6 +5,7 @@ import pytest
 import torch
 from conftest import TOL, assert_close, device_of
 
+import paper_repro.pufferlib_compat as compat
 from paper_repro.baselines import external
 from paper_repro.pufferlib_compat import compute_puff_advantage
 
@@ -37,7 +38,8 @@ def puff_loop(values, rewards, terminals, ratio, gamma, lam, rho_clip, c_clip):
 
 
 @pytest.mark.parametrize("S, H, clips", [(5, 64, (1.0, 1.0)), (3, 33, (1.2, 0.8)),
-                                          (1, 2, (1.0, 1.0)), (4, 300, (2.0, 0.5))])
+                                          (1, 2, (1.0, 1.0)), (4, 300, (2.0, 0.5)),
+                                          (2, 4500, (1.0, 1.0))])
 def test_matches_pufferlib_loop(backend, S, H, clips):
     x = segments(S, H, H, device_of(backend))
     want = puff_loop(*x[:4], 0.99, 0.95, *clips)
@@ -107,3 +109,36 @@ def test_compile_fullgraph():
     got = torch.compile(compute_puff_advantage, fullgraph=True)(*x, 0.99, 0.95, 1.0, 1.0)
     assert_close("compiled", got[:, :-1], want[:, :-1], TOL[torch.float32])
     assert (x[4][:, -1] == SENTINEL).all() and torch.equal(x[4], got)
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("this path was not to be taken")
+
+
+def test_one_launch_where_the_kernels_run(backend, monkeypatch):
+    """Kernels here: one launch reading the ratios (V-trace's public call refused); torch path:
+    the public call (the launch refused). Both give PufferLib's numbers."""
+    if backend == "torch":
+        monkeypatch.setattr(compat, "vtrace_difference_into", _refuse)
+    else:
+        monkeypatch.setattr(compat, "compute_vtrace", _refuse)
+    x = segments(4, 129, 8, device_of(backend))
+    want = puff_loop(*x[:4], 0.99, 0.9, 1.3, 0.7)
+    got = compute_puff_advantage(*x, 0.99, 0.9, 1.3, 0.7)
+    assert_close("advantages", got[:, :-1], want[:, :-1], TOL[torch.float32])
+    assert (got[:, -1] == SENTINEL).all()
+
+
+def test_mixed_dtypes_and_gradients_take_the_public_call(monkeypatch):
+    """float64 advantages for float32 inputs, or values that need a gradient: V-trace's
+    public call, which casts on the write and records the graph."""
+    monkeypatch.setattr(compat, "vtrace_difference_into", _refuse)
+    x = segments(3, 40, 9, "cpu")
+    x[4] = x[4].double()
+    got = compute_puff_advantage(*x, 0.99, 0.95, 1.0, 1.0)
+    assert got.dtype == torch.float64
+    assert_close("advantages", got[:, :-1], puff_loop(*x[:4], 0.99, 0.95, 1.0, 1.0)[:, :-1],
+                 TOL[torch.float32])
+    values = x[0].clone().requires_grad_()
+    out = compute_puff_advantage(values, *x[1:4], torch.zeros_like(x[0]), 0.99, 0.95, 1.0, 1.0)
+    assert out.requires_grad

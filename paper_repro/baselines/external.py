@@ -198,6 +198,20 @@ def pufferlib_prepare(case):
     return call, (lambda raw: (advantages,)), compare_case, seq
 
 
+def pufferlib_puff_prepare(case):
+    """``(call, advantages)``: PufferLib's op on the case's own rows (its layout), ratios and
+    clips, into an advantages buffer of its own (zeros, as PufferLib's trainer passes)."""
+    op = _pufferlib_op()
+    values, rewards, terminals, ratio = (x.contiguous() for x in case.args[:4])
+    advantages = torch.zeros_like(values)
+    scalars = tuple(float(x) for x in case.args[5:9])
+
+    def call():
+        op(values, rewards, terminals, ratio, advantages, *scalars)
+        return advantages
+    return call, advantages
+
+
 # ---- rl-triton ----------------------------------------------------------------------------
 
 def rl_triton_unavailable():

@@ -21,6 +21,7 @@ __all__ = [
     "compute_eligibility_traces",
     "compute_episodic_prefix_sum",
     "compute_masked_gae",
+    "compute_puff_advantage",
     "backward_recurrence",
     "forward_recurrence",
 ]
@@ -36,6 +37,22 @@ def backward_recurrence(alpha, beta, carry):
     acc = carry.clone()
     for t in range(alpha.shape[-1] - 1, -1, -1):
         acc = alpha[:, t] + beta[:, t] * acc
+        out[:, t] = acc
+    return out
+
+
+def compute_puff_advantage(values, rewards, terminals, ratio, advantages, gamma, gae_lambda,
+                           vtrace_rho_clip, vtrace_c_clip):
+    """PufferLib 3.0's advantage loop: the reward and terminal of step t at t + 1, V-trace's
+    clipped weights, the last column that of ``advantages`` (never written)."""
+    v, r, d, w = _f64(values), _f64(rewards), _f64(terminals), _f64(ratio)
+    out = _f64(advantages).clone()
+    acc = torch.zeros(v.shape[0], dtype=torch.float64)
+    for t in range(v.shape[1] - 2, -1, -1):
+        live = 1 - d[:, t + 1]
+        rho, c = w[:, t].clamp(max=vtrace_rho_clip), w[:, t].clamp(max=vtrace_c_clip)
+        acc = rho * (r[:, t + 1] + gamma * live * v[:, t + 1] - v[:, t]) + \
+            gamma * gae_lambda * c * live * acc
         out[:, t] = acc
     return out
 

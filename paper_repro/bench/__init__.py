@@ -14,6 +14,7 @@ e.g. ``data/h200/<suite>.csv`` plus ``provenance.json``)::
     python -m paper_repro.bench launch                 # full call - device time, GAE, 12 shapes
     python -m paper_repro.bench roofline               # % of copy bandwidth, fp32/bf16, NT/TN
     python -m paper_repro.bench masked                 # masked GAE (RLHF shapes) vs verl's loop
+    python -m paper_repro.bench puff                   # PufferLib's whole advantage vs its kernel
     python -m paper_repro.bench all                    # every suite, in the order above
     python -m paper_repro.bench headline --quick       # a small subset of any suite
 

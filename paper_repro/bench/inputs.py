@@ -24,8 +24,9 @@ import torch
 
 ALGORITHMS = ("gae", "vtrace", "retrace", "lambda_returns", "discounted_returns",
               "eligibility_traces", "prefix_sum")
-# beyond the paper: GAE whose masked steps pass the carry through (multi-turn RLHF)
-EXTRA_ALGORITHMS = ("masked_gae",)
+# beyond the paper: GAE whose masked steps pass the carry through (multi-turn RLHF), and
+# PufferLib's whole advantage (GAE with V-trace's clipped importance weights)
+EXTRA_ALGORITHMS = ("masked_gae", "puff_advantage")
 PUBLIC_NAMES = {
     "gae": "compute_gae",
     "vtrace": "compute_vtrace",
@@ -35,7 +36,10 @@ PUBLIC_NAMES = {
     "eligibility_traces": "compute_eligibility_traces",
     "prefix_sum": "compute_episodic_prefix_sum",
     "masked_gae": "compute_masked_gae",
+    "puff_advantage": "compute_puff_advantage",
 }
+# where ours is, where not at the top of the package
+MODULES = {"puff_advantage": "paper_repro.pufferlib_compat"}
 # the estimators with a truncation/bootstrap path (PAPER.md H-3: elig/prefix have none)
 TRUNCATION_ALGORITHMS = ("gae", "vtrace", "retrace", "lambda_returns", "discounted_returns")
 NUM_ACTIONS = 4
@@ -176,6 +180,10 @@ def make_case(algorithm, num_envs, seq_len, variant="plain", dtype="fp32", layou
     elif algorithm == "masked_gae":
         values = draw.normal()
         args = (rewards, values, draw.flag(~draw.bernoulli(MASKED_RATE)), 1.0, LAMBDA)
+    elif algorithm == "puff_advantage":  # PufferLib's rows: r and term of step t at t + 1
+        values = draw.normal()
+        args = (values, rewards, terminateds, draw.uniform(0.5, 1.5), torch.zeros_like(values),
+                GAMMA, LAMBDA, 1.0, 1.0)
     elif algorithm == "eligibility_traces":
         args = (rewards, terminateds, GAMMA, ELIGIBILITY_LAMBDA)
     else:

@@ -33,7 +33,7 @@ import torch
 
 from paper_repro.baselines import external
 from paper_repro.baselines import torch_ops as ops
-from paper_repro.bench.inputs import ALGORITHMS, EXTRA_ALGORITHMS
+from paper_repro.bench.inputs import ALGORITHMS, EXTRA_ALGORITHMS, MODULES
 
 _BACKWARD_WITH_TRUNCATIONS = ("gae", "vtrace", "lambda_returns", "discounted_returns")
 
@@ -96,7 +96,8 @@ def _nt_outputs(case):
 
 
 def _ours(case):
-    fn = getattr(importlib.import_module("paper_repro"), case.public_name)
+    module = importlib.import_module(MODULES.get(case.algorithm, "paper_repro"))
+    fn = getattr(module, case.public_name)
     args, kwargs = case.args, case.call_kwargs()
     return Prepared(lambda: fn(*args, **kwargs), _nt_outputs(case))
 
@@ -159,6 +160,10 @@ def _torchrl(vectorized):
 
 
 def _pufferlib(case):
+    if case.algorithm == "puff_advantage":  # its own problem: gated whole, last column kept
+        call, advantages = external.pufferlib_puff_prepare(case)
+        return Prepared(call, lambda raw: (advantages,),
+                        reset=lambda: advantages[:, :-1].fill_(float("nan")))
     call, outputs, compare_case, cols = external.pufferlib_prepare(case)
 
     def reset():
@@ -203,7 +208,7 @@ PROVIDERS = {p.name: p for p in [
     Provider("torchrl-loop", "TorchRL (loop)", _torchrl(False),
              algorithms=external.TORCHRL_ALGORITHMS, clock="cpu", max_seq_len=8192,
              unavailable=external.torchrl_unavailable),
-    Provider("pufferlib", "PufferLib 3.0.0 CUDA", _pufferlib, algorithms=("gae",),
+    Provider("pufferlib", "PufferLib 3.0.0 CUDA", _pufferlib, algorithms=("gae", "puff_advantage"),
              input_device="cuda", variants=("plain",), unavailable=external.pufferlib_unavailable,
              graph_capture=False),
     Provider("rl-triton", "rl-triton 0.1.3", _rl_triton, input_device="cuda",

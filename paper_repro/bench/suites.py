@@ -138,6 +138,12 @@ SUITES = {s.name: s for s in [
     Suite("masked", "masked GAE (multi-turn RLHF, beyond the paper): RLHF batch shapes against "
           "verl's loop over t", _specs(MASKED, EXTRA_ALGORITHMS), ("ours", "loop-gpu"),
           ("full_call", "device"), _specs(((16, 256),), EXTRA_ALGORITHMS)),
+    Suite("puff", "PufferLib's whole advantage (GAE with V-trace's clipped importance weights, "
+          "beyond the paper) against its own CUDA kernel on its study's 40 shapes",
+          _specs(PUFFER_PRODUCTION + PUFFER_MASSIVE, ("puff_advantage",)),
+          ("ours", "pufferlib"), ("full_call", "device"),
+          _specs(((128, 128), (4096, 8)), ("puff_advantage",)), trials=11, n_iter=100,
+          trial_seconds=0.25),
     Suite("roofline", "achieved fraction of copy bandwidth: every estimator, fp32 [N,T] and "
           "[T,N], bf16 with bool flags; device_cold: inputs from DRAM", _roofline_specs(ROOFLINE),
           ("ours", "rl-triton"), ("full_call", "device", "device_cold"),

@@ -44,10 +44,15 @@ LONG_ROWS = L.LongRows(two_pass_rows=0, cap16=128, time_major_row_warps=4)
 
 @triton.jit
 def vtrace_inputs(lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask,
-                  T, stride_t, HAS_TRUNC: tl.constexpr, FLIP: tl.constexpr):
-    """One tile's log-probabilities, r_t, V_t, V_{t+1} and flags, unconverted."""
+                  T, stride_t, HAS_TRUNC: tl.constexpr, FLIP: tl.constexpr,
+                  RATIO: tl.constexpr):
+    """One tile's log-probabilities (``RATIO``: the ratios, twice), r_t, V_t, V_{t+1} and
+    flags, unconverted."""
     lpt = tl.load(lpt_ptr + offs, mask=mask, other=0.0)
-    lpb = tl.load(lpb_ptr + offs, mask=mask, other=0.0)
+    if RATIO:
+        lpb = lpt
+    else:
+        lpb = tl.load(lpb_ptr + offs, mask=mask, other=0.0)
     r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
                                             row_mask, T, stride_t, HAS_TRUNC, FLIP)
     return lpt, lpb, r, v, v_next, term, trunc
@@ -59,7 +64,8 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                       B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                       gamma, gamma_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo, trace, trace_lo,
                       HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr, HAS_LAST: tl.constexpr,
-                      ACC: tl.constexpr, PHASE: tl.constexpr,
+                      RATIO: tl.constexpr, DIFF: tl.constexpr, ACC: tl.constexpr,
+                      PHASE: tl.constexpr,
                       BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr,
                       FLIP: tl.constexpr, ALIGN: tl.constexpr):
     B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
@@ -85,7 +91,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                                      BLOCK_T, True, FLIP, against)
         lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
             lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask, T,
-            stride_t, HAS_TRUNC, FLIP)
+            stride_t, HAS_TRUNC, FLIP, RATIO)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP, against)
@@ -94,9 +100,12 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             if PREFETCH:
                 lpt_n, lpb_n, r_n, v_n, v_next_n, term_n, trunc_n = vtrace_inputs(
                     lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n,
-                    row_mask, T, stride_t, HAS_TRUNC, FLIP)
+                    row_mask, T, stride_t, HAS_TRUNC, FLIP, RATIO)
             is_last = (t == T - 1)[None, :]
-            ratio = tl.exp(lpt.to(ACC) - lpb.to(ACC))
+            if RATIO:  # the ratios themselves (PufferLib's importance)
+                ratio = lpt.to(ACC)
+            else:
+                ratio = tl.exp(lpt.to(ACC) - lpb.to(ACC))
             rho = tl.minimum(ratio, rho_max)
             v_t = v.to(ACC)
             done, cut = term.to(ACC), trunc.to(ACC)
@@ -109,7 +118,9 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             delta, carry, agg_b, carry_in = sweep_tile(
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
                 n_seg, PHASE, BLOCK_T, True, FLIP, against)
-            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
+            if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)) & DIFF:
+                store_tile(out_ptr, delta, rows, t, mask, out_stride_b, out_stride_t)
+            elif (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
                 # Next target: (1 - trunc) vs_{t+1} + trunc b_t inside the window, nu at T-1.
                 delta_next = tl.where(is_last, 0.0, (1.0 - cut) * next_in_time(delta, carry_in,
                                                                                BLOCK_T, FLIP))
@@ -122,7 +133,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             else:
                 lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
                     lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n,
-                    row_mask, T, stride_t, HAS_TRUNC, FLIP)
+                    row_mask, T, stride_t, HAS_TRUNC, FLIP, RATIO)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
@@ -216,7 +227,8 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
     # time-major 32 x 128 64x131072 0.78x the time, bf16 one-row 0.97x; fp32 one-row 1.00x).
     job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(vs.dtype), vs.device,
                  L.layout_ints(rows, vs), L.scalar_pairs(gamma, rho_bar, c_bar, gamma * lambda_),
-                 (truncateds is not None, bootstrap_values is not None, last is not None),
+                 (truncateds is not None, bootstrap_values is not None, last is not None, False,
+                  False),
                  one_tile=config.BLOCK_B == 1,
                  look_back_tile=config.BLOCK_B == 1 and vs.element_size() != 2)
     pointers = L.pointers(vs, t["log_pi_target"], t["log_pi_behavior"], t["values"],
@@ -225,6 +237,26 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
     P.launch(job, pointers, (log_pi_target, log_pi_behavior, values, rewards, terminateds,
                              truncateds, bootstrap_values, last_value), (vs_out, adv_out))
     return vs_out.result(), adv_out.result()
+
+
+def vtrace_difference_into(out, ratio, values, rewards, terminateds, last_value, gamma, rho_bar,
+                           c_bar, lambda_):
+    """``vs - V`` of V-trace with ``lambda_`` written into ``out``, from the importance ratios
+    themselves (no log-probabilities, no advantages): one launch of the engine, no plan.
+    ``out`` and the inputs ``[B, T]`` (any strides), ``last_value`` ``[B]``; the caller checks
+    them and that the kernels run here (``L.use_triton``) with nothing to differentiate."""
+    rows = L.rows_of(1, ratio=ratio, values=values, rewards=rewards, terminateds=terminateds)
+    last = L.vector_rows(last_value, rows.B)
+    config = L.config_for(rows.B, rows.T, rows.stride, out.device, wide=True,
+                          itemsize=out.element_size(), long_rows=LONG_ROWS)
+    job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out.dtype), out.device,
+                 L.layout_ints(rows, out), L.scalar_pairs(gamma, rho_bar, c_bar, gamma * lambda_),
+                 (False, False, True, True, True), one_tile=config.BLOCK_B == 1,
+                 look_back_tile=config.BLOCK_B == 1 and out.element_size() != 2)
+    t = rows.tensors
+    job(L.pointers(out, t["ratio"], None, t["values"], t["rewards"], t["terminateds"], None,
+                   None, last, out, None))
+    return out
 
 
 def _coefficients(rows, s):
