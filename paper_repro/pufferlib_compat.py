@@ -49,7 +49,7 @@ def compute_puff_advantage(values, rewards, terminals, ratio, advantages, gamma,
     before = values[:, :-1]
     if _one_launch(values, rewards, ratio, advantages):
         vtrace_difference_into(advantages[:, :-1], ratio[:, :-1], before, rewards[:, 1:],
-                               terminals[:, 1:], values[:, -1], gamma, vtrace_rho_clip,
+                               terminals[:, 1:], values[:, 1:], gamma, vtrace_rho_clip,
                                vtrace_c_clip, gae_lambda)
         return advantages
     # the ratio enters as log pi - log mu with log mu = 0; a ratio of 1 stays exactly 1

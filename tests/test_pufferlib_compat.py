@@ -122,11 +122,24 @@ def test_one_launch_where_the_kernels_run(backend, monkeypatch):
         monkeypatch.setattr(compat, "vtrace_difference_into", _refuse)
     else:
         monkeypatch.setattr(compat, "compute_vtrace", _refuse)
-    x = segments(4, 129, 8, device_of(backend))
-    want = puff_loop(*x[:4], 0.99, 0.9, 1.3, 0.7)
-    got = compute_puff_advantage(*x, 0.99, 0.9, 1.3, 0.7)
+    for seed in (8, 9):  # the second call of a shape repeats the first one's launch
+        x = segments(4, 129, seed, device_of(backend))
+        want = puff_loop(*x[:4], 0.99, 0.9, 1.3, 0.7)
+        got = compute_puff_advantage(*x, 0.99, 0.9, 1.3, 0.7)
+        assert_close("advantages", got[:, :-1], want[:, :-1], TOL[torch.float32])
+        assert (got[:, -1] == SENTINEL).all()
+
+
+def test_inputs_of_other_strides(backend):
+    """Column-major terminals and a wider advantages buffer: read and written where they lie."""
+    x = segments(5, 70, 10, device_of(backend))
+    x[2] = x[2].t().contiguous().t()
+    wide = torch.full((5, 90), SENTINEL, device=x[4].device)
+    x[4] = wide[:, 10:80]
+    want = puff_loop(*x[:4], 0.98, 0.9, 1.0, 1.0)
+    got = compute_puff_advantage(*x, 0.98, 0.9, 1.0, 1.0)
     assert_close("advantages", got[:, :-1], want[:, :-1], TOL[torch.float32])
-    assert (got[:, -1] == SENTINEL).all()
+    assert (wide[:, :10] == SENTINEL).all() and (wide[:, 79:] == SENTINEL).all()
 
 
 def test_mixed_dtypes_and_gradients_take_the_public_call(monkeypatch):
