@@ -124,22 +124,29 @@ def test_tensor_gamma_names_the_per_step_route():
         P.compute_gae(d["r"], d["v"], d["term"], None, torch.full((2, 8), 0.99))
 
 
-def test_retrace_with_per_step_discounts(backend):
-    """rlax's Retrace (``general_off_policy_returns_from_action_values``): ``G_t = r_t +
-    discount_t (E_{pi_{t+1}} Q(s_{t+1}) - c_{t+1} Q(s_{t+1}, a_{t+1}) + c_{t+1} G_{t+1})``,
-    ``G_{T-1} = r + discount E``, ``c = lambda min(1, pi/mu)`` (rlax's eps taken as 0): ours
-    with the next policy as ``next_action_probs_target``, ``c_bar`` 1."""
+@pytest.mark.parametrize("trace", ["retrace", "tree_backup", "q_lambda"])
+def test_off_policy_returns_with_per_step_discounts(backend, trace):
+    """rlax's general off-policy returns (``general_off_policy_returns_from_action_values``):
+    ``G_t = r_t + discount_t (E_{pi_{t+1}} Q(s_{t+1}) - c_{t+1} Q(s_{t+1}, a_{t+1}) + c_{t+1}
+    G_{t+1})``, ``G_{T-1} = r + discount E``, with Retrace's ``c = lambda min(1, pi/mu)`` (rlax's
+    eps taken as 0), Tree-backup's ``lambda pi`` and Q(lambda)'s ``lambda``: ours with the next
+    policy as ``next_action_probs_target``, ``c_bar`` 1, and behaviour probabilities of one
+    (Tree-backup) or ``pi(a_t|s_t)`` (Q(lambda)) (docs/conventions.md, rlax)."""
     N, T, A = 3, 30, 4
     device = device_of(backend)
     g = torch.Generator().manual_seed(6)
     q_all = torch.randn(N, T + 1, A, generator=g, dtype=torch.float64)
     pi_all = torch.softmax(torch.randn(N, T + 1, A, generator=g, dtype=torch.float64), -1)
     acts = torch.randint(0, A, (N, T + 1), generator=g)
-    mu = torch.rand(N, T + 1, generator=g, dtype=torch.float64) * 0.8 + 0.1
+    pi_taken = pi_all.gather(-1, acts[..., None])[..., 0]
+    mu = {"retrace": torch.rand(N, T + 1, generator=g, dtype=torch.float64) * 0.8 + 0.1,
+          "tree_backup": torch.ones(N, T + 1, dtype=torch.float64),
+          "q_lambda": pi_taken}[trace]
+    c = {"retrace": LAMBDA * (pi_taken / mu).clamp(max=1.0), "tree_backup": LAMBDA * pi_taken,
+         "q_lambda": torch.full((N, T + 1), LAMBDA, dtype=torch.float64)}[trace]
     r = torch.randn(N, T, generator=g, dtype=torch.float64)
     discount = GAMMA * _continuations(N, T, 7, "cpu").double()
     taken = q_all.gather(-1, acts[..., None])[..., 0]
-    c = LAMBDA * (pi_all.gather(-1, acts[..., None])[..., 0] / mu).clamp(max=1.0)
     expect = (pi_all * q_all).sum(-1)
     want = torch.empty(N, T, dtype=torch.float64)
     want[:, -1] = r[:, -1] + discount[:, -1] * expect[:, T]
