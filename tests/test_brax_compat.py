@@ -37,7 +37,8 @@ def brax_loop(truncation, termination, rewards, values, bootstrap_value, lam, di
     return vs, (r + discount * (1 - te) * vs_next - v) * keep
 
 
-@pytest.mark.parametrize("T, B, lam", [(64, 6, 0.95), (37, 3, 1.0), (1, 4, 0.9), (200, 2, 0.8)])
+@pytest.mark.parametrize("T, B, lam", [(64, 6, 0.95), (37, 3, 1.0), (1, 4, 0.9), (200, 2, 0.8),
+                                     (50, 1, 0.95), (4500, 2, 0.95)])
 def test_matches_brax_loop(backend, T, B, lam):
     x = transitions(T, B, T, device_of(backend))
     want_vs, want_adv = brax_loop(*x, lam, 0.99)

@@ -34,7 +34,8 @@ def envpool_loop(gamma, lam, value, reward, done, env_id):
     return adv + v, adv, mask
 
 
-@pytest.mark.parametrize("T, B, envs", [(16, 4, 6), (33, 8, 8), (1, 3, 5), (40, 1, 3)])
+@pytest.mark.parametrize("T, B, envs", [(16, 4, 6), (33, 8, 8), (1, 3, 5), (40, 1, 3),
+                                        (300, 16, 20)])
 def test_matches_envpool_loop(backend, T, B, envs):
     value, reward, done, env_id = async_buffer(T, B, envs, T, device_of(backend))
     want = envpool_loop(0.99, 0.95, value, reward, done, env_id)
