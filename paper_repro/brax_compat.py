@@ -35,6 +35,7 @@ def compute_gae(truncation, termination, rewards, values, bootstrap_value, lambd
     for name, x in (("truncation", truncation), ("termination", termination)):
         L.check_tensor(name, x, like=rewards, flag=True)
     L.check_tensor("bootstrap_value", bootstrap_value, like=rewards, shape=rewards.shape[1:])
+    lambda_, discount = L.check_scalar("lambda_", lambda_), L.check_scalar("discount", discount)
     cut = truncation.to(values.dtype)
     # the step before a truncation ends the episode there, bootstrapping from V(s_t)
     earlier = torch.cat([cut[1:], torch.zeros_like(cut[:1])])

@@ -38,6 +38,7 @@ def compute_gae(gamma, gae_lambda, value, reward, done, env_id, numenv=None):
     L.check_tensor("env_id", env_id, like=value, floating=False)
     if env_id.dtype.is_floating_point or env_id.dtype.is_complex or env_id.dtype == torch.bool:
         raise TypeError(f"env_id must be an integer tensor, got {env_id.dtype}")
+    gamma, gae_lambda = L.check_scalar("gamma", gamma), L.check_scalar("gae_lambda", gae_lambda)
     ids = env_id.reshape(-1)  # slot order t * B + b: time order within each env
     order = torch.argsort(ids, stable=True)
     sorted_ids = ids[order]

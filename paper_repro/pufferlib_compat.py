@@ -41,9 +41,10 @@ def compute_puff_advantage(values, rewards, terminals, ratio, advantages, gamma,
     for name, x in (("rewards", rewards), ("ratio", ratio), ("advantages", advantages)):
         L.check_tensor(name, x, like=values)
     L.check_tensor("terminals", terminals, like=values, flag=True)
-    for name, x in (("gamma", gamma), ("gae_lambda", gae_lambda),
-                    ("vtrace_rho_clip", vtrace_rho_clip), ("vtrace_c_clip", vtrace_c_clip)):
-        L.check_scalar(name, x)
+    gamma, gae_lambda, vtrace_rho_clip, vtrace_c_clip = (
+        L.check_scalar(name, x) for name, x in (
+            ("gamma", gamma), ("gae_lambda", gae_lambda), ("vtrace_rho_clip", vtrace_rho_clip),
+            ("vtrace_c_clip", vtrace_c_clip)))
     if values.shape[1] < 2:
         return advantages  # PufferLib's loop starts at horizon - 2: nothing to write
     before = values[:, :-1]

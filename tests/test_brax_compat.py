@@ -90,3 +90,8 @@ def test_compile_fullgraph():
     got = torch.compile(compute_gae, fullgraph=True)(*x, 0.95, 0.99)
     for g, w in zip(got, brax_loop(*x, 0.95, 0.99)):
         assert_close("compiled", g, w, TOL[torch.float32])
+
+
+def test_bad_scalar_is_named():
+    with pytest.raises(TypeError, match="discount must be a real number"):
+        compute_gae(*transitions(8, 2, 5, "cpu"), 0.95, "0.99")

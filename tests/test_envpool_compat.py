@@ -84,3 +84,8 @@ def test_compile_fullgraph():
     got = torch.compile(compute_gae, fullgraph=True)(0.99, 0.95, *x)
     for g, w in zip(got, envpool_loop(0.99, 0.95, *x)):
         assert_close("compiled", g, w, TOL[torch.float32])
+
+
+def test_bad_scalar_is_named():
+    with pytest.raises(TypeError, match="gae_lambda must be a real number"):
+        compute_gae(0.99, None, *async_buffer(6, 2, 3, 5, "cpu"))

@@ -155,3 +155,13 @@ def test_mixed_dtypes_and_gradients_take_the_public_call(monkeypatch):
     values = x[0].clone().requires_grad_()
     out = compute_puff_advantage(values, *x[1:4], torch.zeros_like(x[0]), 0.99, 0.95, 1.0, 1.0)
     assert out.requires_grad
+
+
+def test_integer_and_numpy_scalars(backend):
+    """PufferLib's configs may hand over ints or numpy floats: the same numbers as floats."""
+    import numpy as np
+
+    x = segments(3, 20, 11, device_of(backend))
+    want = puff_loop(*x[:4], 1.0, 0.95, 1.0, 1.0)
+    got = compute_puff_advantage(*x, 1, np.float32(0.95), 1, np.float64(1.0))
+    assert_close("advantages", got[:, :-1], want[:, :-1], TOL[torch.float32])
