@@ -162,3 +162,24 @@ def test_off_policy_returns_with_per_step_discounts(backend, trace):
                                  f32(1 - discount / GAMMA), None, GAMMA, LAMBDA, 1.0, 1.0,
                                  next_action_probs_target=f32(pi_all[:, 1:]))
     assert_close("q_ret", q_ret, want, TOL[torch.float32])
+
+
+def test_reward_streams_with_their_own_discounts(backend):
+    """Two reward streams (RND's extrinsic and intrinsic, NGU's and Agent57's family of
+    discounts) in one call: stream c's flags ``1 - (1 - term) gamma_c / gamma`` with ``gamma``
+    the largest discount, truncations as they are. Equal to the float64 reference per stream."""
+    device = device_of(backend)
+    d = make_inputs(4, 60, device=device)
+    discounts = torch.tensor([0.999, 0.97], device=device)
+    gamma = 0.999
+    term, trunc = d["term"].bool(), d["trunc"].bool() & ~d["term"].bool()
+    r = torch.stack([d["r"], 2 * d["r"].flip(-1)], -1)  # [N, T, 2]: time on dim 1
+    v = torch.stack([d["v"], -d["v"]], -1)
+    boot = torch.stack([d["boot"], 0.5 * d["boot"]], -1)
+    flags = 1 - (~term).float()[..., None] * discounts / gamma
+    got = P.compute_gae(r, v, flags, trunc[..., None].expand_as(r).float(), gamma, LAMBDA, boot,
+                        time_dim=1)
+    for c in range(2):
+        want = ref.compute_gae(r[..., c], v[..., c], term, trunc, float(discounts[c]), LAMBDA,
+                               boot[..., c])
+        assert_close(f"stream {c}", got[..., c], want, TOL[torch.float32])
