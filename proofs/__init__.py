@@ -22,6 +22,7 @@ MODULES = (
     "eligibility_traces",
     "prefix_sum",
     "masked_gae",
+    "peers",
     "boundaries",
     "adjoint",
     "retrace_expectation",

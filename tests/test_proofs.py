@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import proofs
-from proofs import code_coefficients, evaluate, gae, masked_gae, run
+from proofs import code_coefficients, evaluate, gae, masked_gae, peers, run, vtrace
 from proofs.__main__ import main
 from proofs.core import Identity, backward, gamma, lam, t
 
@@ -132,3 +132,29 @@ def test_main_exit_status(capsys):
     assert main(["scan.associative"]) == 0
     assert main(["no identity has this name"]) == 1
     assert "PASS scan.associative" in capsys.readouterr().out
+
+
+def test_broken_peer_mappings_are_reported(monkeypatch):
+    """Truncations not moved one step earlier are not Brax's advantage; PufferLib's loop read
+    with the done of step t (not t + 1) is not V-trace one slot on."""
+    def brax_unmoved(data, T):
+        r, v, term, trunc = (data[name] for name in ("r", "v", "term", "trunc"))
+        ours = vtrace.targets_and_advantages({
+            "r": r, "V": {**{s: v[s] for s in range(T)}, T: peers.BOOT},
+            "b": {**{s: v[s + 1] for s in range(T - 1)}, T - 1: peers.BOOT}, "tau": term,
+            "kappa": {s: trunc[s] for s in range(T)}, "rho": dict.fromkeys(range(T), 1),
+            "c": dict.fromkeys(range(T), lam)})
+        return ([ours[s] * (1 - trunc[s]) + v[s] * trunc[s] for s in range(T)]
+                + [ours[T + s] * (1 - trunc[s]) for s in range(T)])
+
+    def puff_same_step(v, r, d, rho, c, H):
+        return original_puff(v, r, {**d, **{s + 1: d[s] for s in range(H - 1)}}, rho, c, H)
+
+    original_puff = peers.puff_loop
+    monkeypatch.setattr(peers, "brax_by_vtrace", brax_unmoved)
+    monkeypatch.setattr(peers, "puff_loop", puff_same_step)
+    for name in ("peers.brax[T=3]", "peers.pufferlib[H=4]"):
+        identity = next(x for x in peers.IDENTITIES if x.name == name)
+        assert evaluate(identity)[0] is False, f"{name} missed a broken mapping"
+    held = next(x for x in peers.IDENTITIES if x.name == "peers.cleanrl[T=4]")
+    assert evaluate(held)[0]
