@@ -3,7 +3,8 @@ docs/conventions.md: PufferLib's advantage is V-trace with lambda over steps shi
 Brax's PPO advantage is V-trace with lambda, ratios of one and every truncation moved one step
 earlier, the truncated steps then set; rlax's general off-policy returns (Retrace, Tree-backup,
 Q(lambda)) are Retrace's recurrence read one step on; CleanRL's first-step flags are GAE's
-flags moved one step. The mappings, not the estimators, are what is proved here."""
+flags moved one step; SB3's reward fold at time limits is our truncation's bootstrap. The
+mappings, not the estimators, are what is proved here."""
 from __future__ import annotations
 
 from functools import partial
@@ -140,6 +141,24 @@ def _cleanrl(T: int) -> bool:
     return all_equal(gae.advantages(data), cleanrl_loop(r, v, dones, next_done, T))
 
 
+def _sb3_time_limit(T: int) -> bool:
+    """SB3's fold: a time-limited step's reward becomes r + gamma V(terminal obs) and the step
+    is then terminal. Ours keeps the reward and reads V(terminal obs) as the truncation's
+    bootstrap. Equal on every termination/truncation pattern (exclusive)."""
+    data = gae.window_data(T)
+    ours = gae.advantages(data)
+    for term, trunc in flag_patterns(T):
+        values = {**{data["tau"][s]: term[s] for s in range(T)},
+                  **{data["kappa"][s]: trunc[s] for s in range(T)}}
+        folded = dict(data, r={s: data["r"][s] + gamma * trunc[s] * data["b"][s]
+                               for s in range(T)},
+                      tau={s: max(term[s], trunc[s]) for s in range(T)},
+                      kappa=dict.fromkeys(range(T), 0))
+        if not all_equal(specialise(ours, values), gae.advantages(folded)):
+            return False
+    return True
+
+
 IDENTITIES = [
     *(Identity(f"peers.pufferlib[H={H}]", partial(_pufferlib, H),
                "PufferLib's advantage = V-trace with lambda one slot on, flags symbolic")
@@ -152,5 +171,8 @@ IDENTITIES = [
       for T in LENGTHS),
     *(Identity(f"peers.cleanrl[T={T}]", partial(_cleanrl, T),
                "CleanRL's first-step flags = GAE's flags one step on, flags symbolic")
+      for T in LENGTHS),
+    *(Identity(f"peers.sb3_time_limit[T={T}]", partial(_sb3_time_limit, T),
+               "SB3's reward fold at time limits = our truncation bootstrap, all patterns")
       for T in LENGTHS),
 ]
