@@ -3,10 +3,12 @@ docs/conventions.md: PufferLib's advantage is V-trace with lambda over steps shi
 Brax's PPO advantage is V-trace with lambda, ratios of one and every truncation moved one step
 earlier, the truncated steps then set; rlax's general off-policy returns (Retrace, Tree-backup,
 Q(lambda)) are Retrace's recurrence read one step on; CleanRL's first-step flags are GAE's
-flags moved one step; SB3's reward fold at time limits is our truncation's bootstrap. The
-mappings, not the estimators, are what is proved here."""
+flags moved one step; SB3's reward fold at time limits is our truncation's bootstrap; EnvPool's
+asynchronous GAE is one GAE row over the slots sorted by env. The mappings, not the
+estimators, are what is proved here."""
 from __future__ import annotations
 
+import itertools
 from functools import partial
 
 import sympy as sp
@@ -159,6 +161,45 @@ def _sb3_time_limit(T: int) -> bool:
     return True
 
 
+def envpool_loop(r, v, d, ids, T: int, B: int) -> list:
+    """EnvPool's async GAE: walk the slots backwards with each env's next value and advantage
+    (none after its last slot in the buffer)."""
+    adv, next_value, next_adv = {}, {}, {}
+    for s in range(T - 1, -1, -1):
+        for j in range(B):
+            env, live = ids[s][j], 1 - d[s, j]
+            adv[s, j] = (r[s, j] - v[s, j] + gamma * live * next_value.get(env, 0)
+                         + gamma * lam * live * next_adv.get(env, 0))
+            next_value[env], next_adv[env] = v[s, j], adv[s, j]
+    return [adv[s, j] for s in range(T) for j in range(B)]
+
+
+def envpool_by_gae(r, v, d, ids, T: int, B: int) -> list:
+    """paper_repro.envpool_compat: slots stably sorted by env (slot order within an env), one
+    row of GAE whose runs end at each env's last slot (terminal there), results back in place."""
+    slots = sorted(((s, j) for s in range(T) for j in range(B)), key=lambda x: ids[x[0]][x[1]])
+    n = len(slots)
+    last = [k == n - 1 or ids[slots[k][0]][slots[k][1]] != ids[slots[k + 1][0]][slots[k + 1][1]]
+            for k in range(n)]
+    row = {"r": {k: r[x] for k, x in enumerate(slots)},
+           "V": {**{k: v[x] for k, x in enumerate(slots)}, n: sp.Integer(0)},
+           "b": dict.fromkeys(range(n), 0), "kappa": dict.fromkeys(range(n), 0),
+           "tau": {k: 1 if last[k] else d[x] for k, x in enumerate(slots)}}
+    adv = dict(zip(slots, gae.advantages(row), strict=True))
+    return [adv[s, j] for s in range(T) for j in range(B)]
+
+
+def _envpool(T: int, B: int, envs: int) -> bool:
+    """Every assignment of distinct envs to each row's B slots; dones symbolic."""
+    r, v, d = ({(s, j): sp.Symbol(f"{name}_{s}_{j}") for s in range(T) for j in range(B)}
+               for name in ("r", "v", "d"))
+    rows = list(itertools.permutations(range(envs), B))
+    for ids in itertools.product(rows, repeat=T):
+        if not all_equal(envpool_by_gae(r, v, d, ids, T, B), envpool_loop(r, v, d, ids, T, B)):
+            return False
+    return True
+
+
 IDENTITIES = [
     *(Identity(f"peers.pufferlib[H={H}]", partial(_pufferlib, H),
                "PufferLib's advantage = V-trace with lambda one slot on, flags symbolic")
@@ -172,6 +213,9 @@ IDENTITIES = [
     *(Identity(f"peers.cleanrl[T={T}]", partial(_cleanrl, T),
                "CleanRL's first-step flags = GAE's flags one step on, flags symbolic")
       for T in LENGTHS),
+    *(Identity(f"peers.envpool_async[T={T},B={B},envs={n}]", partial(_envpool, T, B, n),
+               "EnvPool's async GAE = sort by env, one GAE row, scatter back; all env "
+               "assignments") for T, B, n in ((2, 2, 3), (3, 2, 3), (4, 1, 2), (2, 3, 4))),
     *(Identity(f"peers.sb3_time_limit[T={T}]", partial(_sb3_time_limit, T),
                "SB3's reward fold at time limits = our truncation bootstrap, all patterns")
       for T in LENGTHS),
