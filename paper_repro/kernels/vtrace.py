@@ -3,7 +3,9 @@
 Delta_t = vs_t - V_t:  alpha_t = rho_t (r_t + gamma (1 - term_t) nu_t - V_t),
 beta_t = gamma c_t (1 - done_t) with c_t = lambda min(pi/mu, c_bar),  Delta_T = 0.  The
 advantage's next target vs_{t+1} is the scanned tile shifted one step in registers (no
-store-and-reload round trip).
+store-and-reload round trip). Two compile-time switches serve PufferLib's advantage
+(pufferlib_compat): RATIO reads pi/mu itself in place of two log-probabilities, DIFF stores
+Delta alone.
 """
 from typing import Optional, Tuple
 
