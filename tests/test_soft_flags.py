@@ -183,3 +183,25 @@ def test_reward_streams_with_their_own_discounts(backend):
         want = ref.compute_gae(r[..., c], v[..., c], term, trunc, float(discounts[c]), LAMBDA,
                                boot[..., c])
         assert_close(f"stream {c}", got[..., c], want, TOL[torch.float32])
+
+
+def test_peng_q_lambda_with_per_step_discounts(backend):
+    """rlax's q_lambda (Peng's Q(lambda)): lambda-returns with ``v_t = max_a Q(s_{t+1}, a)``,
+    ``G_t = r_t + discount_t ((1 - lambda) v_t + lambda G_{t+1})``, ``G_{T-1} = r + discount
+    v``: ours with the max as next_values and as the last bootstrap value."""
+    device = device_of(backend)
+    g = torch.Generator().manual_seed(8)
+    N, T, A = 3, 40, 5
+    q_next = torch.randn(N, T, A, generator=g, dtype=torch.float64)
+    r = torch.randn(N, T, generator=g, dtype=torch.float64)
+    discount = GAMMA * _continuations(N, T, 9, "cpu").double()
+    v = q_next.max(-1).values
+    want = torch.empty(N, T, dtype=torch.float64)
+    want[:, -1] = r[:, -1] + discount[:, -1] * v[:, -1]
+    for t in range(T - 2, -1, -1):
+        want[:, t] = r[:, t] + discount[:, t] * ((1 - LAMBDA) * v[:, t] + LAMBDA * want[:, t + 1])
+    boot = torch.zeros(N, T, dtype=torch.float64)
+    boot[:, -1] = v[:, -1]
+    got = P.compute_lambda_returns(*(x.float().to(device) for x in (r, v, 1 - discount / GAMMA)),
+                                   None, GAMMA, LAMBDA, boot.float().to(device))
+    assert_close("q_lambda", got, want, TOL[torch.float32])
