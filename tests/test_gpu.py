@@ -235,3 +235,38 @@ def test_masked_gae_long_rows_graph_and_no_sync():
     torch.cuda.synchronize()
     assert_close("replayed", captured, ref.compute_masked_gae(r, v, m, 1.0, 0.95),
                  TOL[torch.float32])
+
+
+def _puff_inputs(S, H):
+    g = torch.Generator().manual_seed(12)
+    values, rewards = torch.randn(S, H, generator=g), torch.randn(S, H, generator=g)
+    terminals = (torch.rand(S, H, generator=g) < 0.05).float()
+    ratio = torch.exp(0.3 * torch.randn(S, H, generator=g))
+    return [x.cuda() for x in (values, rewards, terminals, ratio, torch.zeros(S, H))]
+
+
+def test_puff_advantage_one_launch_graph_and_no_sync():
+    """PufferLib's advantage on the one-launch path: long rows that split time, then a
+    capture in a CUDA graph replayed on new data, and no host synchronisation."""
+    from paper_repro.pufferlib_compat import compute_puff_advantage
+
+    args = (0.99, 0.95, 1.0, 1.0)
+    x = _puff_inputs(4, 140_001)
+    got = compute_puff_advantage(*x, *args)
+    assert_close("puff", got[:, :-1], ref.compute_puff_advantage(*x, *args)[:, :-1], 1e-4)
+    x = _puff_inputs(1024, 64)
+    compute_puff_advantage(*x, *args)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        compute_puff_advantage(*x, *args)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        compute_puff_advantage(*x, *args)
+    x[1].mul_(-0.5)
+    x[3].copy_(x[3].flip(1))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_close("replayed", x[4][:, :-1], ref.compute_puff_advantage(*x, *args)[:, :-1],
+                 TOL[torch.float32])
