@@ -77,9 +77,12 @@ class VectorEnv:
         return out
 
 
-def rollout(mode, T, N, seed):
-    env = VectorEnv(N, mode, seed)
-    obs = env.reset()
+def rollout(mode, T, N, seed, env=None, obs=None):
+    """T steps of ``env`` (a fresh one from ``seed`` by default) from ``obs``; the buffers, the
+    value after the last step, the real transitions, and the env and observation to go on."""
+    if env is None:
+        env = VectorEnv(N, mode, seed)
+        obs = env.reset()
     buf = {k: torch.zeros(T, N, dtype=torch.float64) for k in ("r", "v", "final")}
     term, trunc = torch.zeros(T, N, dtype=torch.bool), torch.zeros(T, N, dtype=torch.bool)
     real = {}  # (t, env) -> (s, r, s', terminated, truncated)
@@ -94,7 +97,7 @@ def rollout(mode, T, N, seed):
                 real[t, i] = transition
         obs = [x[0] for x in results]
     next_value = torch.tensor([value(o) for o in obs], dtype=torch.float64)
-    return buf, term, trunc, next_value, real
+    return buf, term, trunc, next_value, real, (env, obs)
 
 
 def true_gae(real, T, N):
@@ -120,7 +123,7 @@ def compare(got, want):
 
 @pytest.mark.parametrize("T, N, seed", [(40, 5, 0), (7, 3, 1), (1, 4, 2)])
 def test_same_step_recipe(T, N, seed):
-    buf, term, trunc, next_value, real = rollout("same_step", T, N, seed)
+    buf, term, trunc, next_value, real, _ = rollout("same_step", T, N, seed)
     assert len(real) == T * N  # every slot is a transition
     got = recipes()["same_step_advantages"](
         buf["r"].float(), buf["v"].float(), term, trunc, buf["final"].float(),
@@ -130,7 +133,7 @@ def test_same_step_recipe(T, N, seed):
 
 @pytest.mark.parametrize("T, N, seed", [(40, 5, 3), (7, 3, 4), (1, 4, 5)])
 def test_next_step_recipe(T, N, seed):
-    buf, term, trunc, next_value, real = rollout("next_step", T, N, seed)
+    buf, term, trunc, next_value, real, _ = rollout("next_step", T, N, seed)
     got, mask = recipes()["next_step_advantages"](
         buf["r"].float(), buf["v"].float(), term, trunc, next_value.float(), GAMMA, LAMBDA)
     assert {(t, i) for t in range(T) for i in range(N) if mask[t, i]} == set(real)
@@ -140,10 +143,26 @@ def test_next_step_recipe(T, N, seed):
 def test_the_recipes_need_their_bootstrap():
     """The check can fail: the same-step recipe without the final observations' values (zeros)
     is off at truncations."""
-    buf, term, trunc, next_value, real = rollout("same_step", 40, 5, 0)
+    buf, term, trunc, next_value, real, _ = rollout("same_step", 40, 5, 0)
     assert trunc[:-1].any()
     got = recipes()["same_step_advantages"](
         buf["r"].float(), buf["v"].float(), term, trunc, torch.zeros(40, 5), next_value.float(),
         GAMMA, LAMBDA)
     with pytest.raises(AssertionError):
         compare(got, true_gae(real, 40, 5))
+
+
+def test_next_step_recipe_across_rollouts():
+    """Consecutive rollouts of one env: a rollout that ends on an episode end makes the next
+    one's first slot a reset step, which previous_ended marks."""
+    next_step = recipes()["next_step_advantages"]
+    previous, starts_on_reset, state = None, 0, (None, None)
+    for _ in range(6):
+        buf, term, trunc, next_value, real, state = rollout("next_step", 5, 6, 7, *state)
+        got, mask = next_step(buf["r"].float(), buf["v"].float(), term, trunc,
+                              next_value.float(), GAMMA, LAMBDA, previous)
+        assert {(t, i) for t in range(5) for i in range(6) if mask[t, i]} == set(real)
+        compare(got, true_gae(real, 5, 6))
+        starts_on_reset += int((~mask[0]).sum())
+        previous = term[-1] | trunc[-1]
+    assert starts_on_reset > 0  # the case happened
