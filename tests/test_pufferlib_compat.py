@@ -1,5 +1,5 @@
 """``paper_repro.pufferlib_compat.compute_puff_advantage`` against PufferLib 3.0's advantage
-loop, written here from its update rule in float64, and against PufferLib's own compiled op
+loop (the float64 reference, written from its update rule), and against PufferLib's own compiled op
 where its sources are at hand (``$PAPER_REPRO_PUFFERLIB_SRC``)."""
 import pytest
 import torch
@@ -7,6 +7,7 @@ from conftest import TOL, assert_close, device_of
 
 import paper_repro.pufferlib_compat as compat
 from paper_repro.baselines import external
+from paper_repro.baselines import reference as ref
 from paper_repro.pufferlib_compat import compute_puff_advantage
 
 SENTINEL = 7.25  # the last column must keep whatever it held
@@ -24,17 +25,10 @@ def segments(S, H, seed, device, dtype=torch.float32, off_policy=True):
 
 
 def puff_loop(values, rewards, terminals, ratio, gamma, lam, rho_clip, c_clip):
-    """PufferLib's ``puff_advantage_row``: the last column is never written (NaN here)."""
-    v, r, d, w = (x.double().cpu() for x in (values, rewards, terminals, ratio))
-    out = torch.full_like(v, float("nan"))
-    last = torch.zeros(v.shape[0], dtype=torch.float64)
-    for t in range(v.shape[1] - 2, -1, -1):
-        live = 1 - d[:, t + 1]
-        rho, c = w[:, t].clamp(max=rho_clip), w[:, t].clamp(max=c_clip)
-        delta = rho * (r[:, t + 1] + gamma * v[:, t + 1] * live - v[:, t])
-        last = delta + gamma * lam * c * last * live
-        out[:, t] = last
-    return out
+    """PufferLib's loop (the float64 reference), its never-written last column NaN here."""
+    unwritten = torch.full(values.shape, float("nan"))
+    return ref.compute_puff_advantage(values, rewards, terminals, ratio, unwritten, gamma, lam,
+                                      rho_clip, c_clip)
 
 
 @pytest.mark.parametrize("S, H, clips", [(5, 64, (1.0, 1.0)), (3, 33, (1.2, 0.8)),
