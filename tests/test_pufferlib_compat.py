@@ -3,7 +3,7 @@ loop (the float64 reference, written from its update rule), and against PufferLi
 where its sources are at hand (``$PAPER_REPRO_PUFFERLIB_SRC``)."""
 import pytest
 import torch
-from conftest import TOL, assert_close, device_of
+from conftest import BACKENDS, TOL, assert_close, device_of
 
 import paper_repro.pufferlib_compat as compat
 from paper_repro.baselines import external
@@ -122,6 +122,37 @@ def test_one_launch_where_the_kernels_run(backend, monkeypatch):
         got = compute_puff_advantage(*x, 0.99, 0.9, 1.3, 0.7)
         assert_close("advantages", got[:, :-1], want[:, :-1], TOL[torch.float32])
         assert (got[:, -1] == SENTINEL).all()
+
+
+def test_repeat_addresses_are_the_views():
+    """A repeat launches on addresses taken from the whole buffers: they must be the views'
+    own, for bool flags, column-major terminals and an advantages buffer inside a wider one."""
+    from paper_repro.kernels.vtrace import difference_pointers
+
+    values, rewards, terminals, ratio, _ = segments(4, 23, 13, "cpu")
+    terminals = terminals.bool().t().contiguous().t()
+    advantages = torch.zeros(4, 40)[:, 7:30]
+    views = difference_pointers(advantages[:, :-1], ratio[:, :-1], values[:, :-1],
+                                rewards[:, 1:], terminals[:, 1:], values[:, 1:])
+    assert compat._addresses(values, rewards, terminals, ratio, advantages) == tuple(
+        v.data_ptr() for v in views)
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "torch"], indirect=True)
+def test_repeat_goes_on_addresses(backend, monkeypatch):
+    """The second call of a shape asks the kept launch to repeat on the addresses; refused
+    (a first launch at this alignment, a hook), it launches on the views and stays right."""
+    from paper_repro.kernels.affine_scan import Launch
+
+    asked = []
+    monkeypatch.setattr(Launch, "launch_pointers", lambda self, p: asked.append(p) and False)
+    compat._REPEATS.clear()
+    for seed in (14, 15):
+        x = segments(3, 31, seed, device_of(backend))
+        got = compute_puff_advantage(*x, 0.98, 0.9, 1.1, 0.9)
+        assert_close("advantages", got[:, :-1], puff_loop(*x[:4], 0.98, 0.9, 1.1, 0.9)[:, :-1],
+                     TOL[torch.float32])
+    assert asked == [compat._addresses(*x)], "one repeat, on the second call's addresses"
 
 
 def test_inputs_of_other_strides(backend):

@@ -250,7 +250,9 @@ def vtrace_difference_into(out, ratio, values, rewards, terminateds, next_values
     themselves (no log-probabilities, no advantages): one launch of the engine.
     ``out`` and the inputs ``[B, T]`` (any strides); of ``next_values`` (``V_{t+1}``, e.g. a
     view one step on) only the last step is read, as the window's value. The caller checks
-    them and that the kernels run here (``L.use_triton``) with nothing to differentiate."""
+    them and that the kernels run here (``L.use_triton``) with nothing to differentiate.
+    Returns the launch kept for these metadata and scalars (None where the inputs' strides
+    differ and were copied), whose ``launch_pointers`` repeats it on addresses."""
     inputs = (ratio, values, rewards, terminateds, next_values)
     key = (out.shape, out.stride(), out.dtype, out.device, gamma, rho_bar, c_bar, lambda_,
            *[(x.stride(), x.dtype) for x in inputs])
@@ -266,18 +268,19 @@ def vtrace_difference_into(out, ratio, values, rewards, terminateds, next_values
                      (False, True, False, True, True), one_tile=config.BLOCK_B == 1,
                      look_back_tile=config.BLOCK_B == 1 and out.element_size() != 2)
         if len({x.stride() for x in inputs}) > 1:  # rows_of copied: no launch to keep
-            job(_difference_pointers(out, *rows.tensors.values()))
-            return out
+            job(difference_pointers(out, *rows.tensors.values()))
+            return None
         if len(_DIFFERENCE_JOBS) >= 64:
             _DIFFERENCE_JOBS.clear()
         _DIFFERENCE_JOBS[key] = job
-    job(_difference_pointers(out, *inputs))
-    return out
+    job(difference_pointers(out, *inputs))
+    return job
 
 
-def _difference_pointers(out, ratio, values, rewards, terminateds, next_values):
-    """In the kernel's order; the behaviour log-probabilities, truncations, last values and
-    advantages are never touched (``RATIO``, no truncations, ``DIFF``)."""
+def difference_pointers(out, ratio, values, rewards, terminateds, next_values):
+    """In the kernel's order (tensors, or their addresses); the behaviour log-probabilities,
+    truncations, last values and advantages are never touched (``RATIO``, no truncations,
+    ``DIFF``)."""
     return (ratio, out, values, rewards, terminateds, out, next_values, out, out, out)
 
 
