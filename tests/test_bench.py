@@ -1078,3 +1078,22 @@ def test_one_tile_programs_compile_without_the_walk():
     for walk, one in _compiled_json(code):
         assert one["loads"] * 2 == walk["loads"]  # the next tile's loads are gone
         assert one["barriers"] < walk["barriers"] and one["instructions"] < walk["instructions"]
+
+
+def test_host_path_times_every_case():
+    """``python -m paper_repro.bench.host_path`` (outside the interpreter, launches stubbed):
+    a row of three positive timings for every op, layout and variant, PufferLib's included."""
+    import os
+    import subprocess
+    import sys
+
+    from paper_repro.bench.host_path import cases
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-m", "paper_repro.bench.host_path", "--shape", "8x16",
+                          "--calls", "3", "--trials", "1"], env=env, capture_output=True,
+                         text=True, check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    rows = {line[:28].strip(): line[28:].split() for line in out.stdout.splitlines()[2:]}
+    labels = [label for label, _, _ in cases(8, 16, "cpu")]
+    assert sorted(rows) == sorted(labels) and "puff_advantage NT" in rows
+    assert all(len(r) == 3 and min(map(float, r)) > 0 for r in rows.values())

@@ -18,6 +18,7 @@ import time
 import torch
 
 import paper_repro as P
+from paper_repro import pufferlib_compat
 from paper_repro.bench.inputs import ALGORITHMS, TRUNCATION_ALGORITHMS, make_case
 from paper_repro.kernels import _direct as D
 from paper_repro.kernels import _launch as L
@@ -43,15 +44,24 @@ def stubbed_launch(device: str):
         N.ENABLED = saved_native
 
 
+class _Forgetful(dict):
+    """A launch cache that keeps nothing."""
+
+    def __setitem__(self, key, value):
+        pass
+
+
 @contextlib.contextmanager
 def without_plans():
-    """Every call takes the full host path (no plan is looked up or recorded)."""
-    saved = _plan.lookup, _plan.repeat
+    """Every call takes the full host path (no plan is looked up or recorded; PufferLib's
+    advantage keeps no repeat)."""
+    saved = _plan.lookup, _plan.repeat, pufferlib_compat._REPEATS
     _plan.lookup, _plan.repeat = (lambda *args: (None, None)), (lambda *args: None)
+    pufferlib_compat._REPEATS = _Forgetful()
     try:
         yield
     finally:
-        _plan.lookup, _plan.repeat = saved
+        _plan.lookup, _plan.repeat, pufferlib_compat._REPEATS = saved
 
 
 def us_per_call(call, calls: int, trials: int, sync=lambda: None) -> float:
@@ -84,7 +94,8 @@ def floor_call(tensors, n_outputs: int):
 
 
 def cases(num_envs: int, seq_len: int, device: str):
-    """(label, call, tensors) for every op: plain and truncated variants, both layouts."""
+    """(label, call, tensors) for every op: plain and truncated variants, both layouts; the
+    bare engine and PufferLib's advantage (its repeat on addresses counted as its plan)."""
     for algorithm in ALGORITHMS:
         variants = ("plain", "trunc") if algorithm in TRUNCATION_ALGORITHMS else ("plain",)
         for variant in variants:
@@ -98,6 +109,10 @@ def cases(num_envs: int, seq_len: int, device: str):
     alpha = torch.randn(num_envs, seq_len, device=device)
     beta = torch.rand(num_envs, seq_len, device=device)
     yield "affine_scan NT", lambda: P.affine_scan(alpha, beta), [alpha, beta]
+    puff = [torch.randn(num_envs, seq_len, device=device) for _ in range(5)]
+    puff[2] = puff[2] > 1.5  # terminals
+    yield ("puff_advantage NT",
+           lambda: pufferlib_compat.compute_puff_advantage(*puff, 0.99, 0.95, 1.0, 1.0), puff)
 
 
 def main(argv=None) -> int:
