@@ -66,6 +66,7 @@ def test_masked_suite_passes_the_gate(tmp_path):
     rows, frame = _run(tmp_path, suite.cases(quick=True), suite.providers)
     errs = frame[frame.metric == "max_abs_err"]
     assert set(errs.implementation) == {"ours", "loop-gpu"} and (errs.status == "ok").all()
+    assert set(frame.algorithm) == {"masked_gae"} and not (frame.status == "error").any()
     mask = make_case("masked_gae", 64, 512).args[2]
     assert abs(1 - mask.mean().item() - 0.2) < 0.02
 
@@ -216,6 +217,10 @@ def test_suites_are_well_formed():
         for spec in suite.specs + suite.quick_specs:
             assert spec.algorithm in ALGORITHMS + EXTRA_ALGORITHMS
             assert spec.variant == "plain" or spec.algorithm in TRUNCATION_ALGORITHMS
+    from paper_repro.baselines import torch_ops
+
+    for name, suffix in (("loop-gpu", "_loop"), ("numpy-cpu", "_numpy")):  # what each claims
+        assert all(hasattr(torch_ops, a + suffix) for a in PROVIDERS[name].algorithms), name
 
 
 def test_claims_report_lists_every_claim(tmp_path):
@@ -736,6 +741,10 @@ def test_calls_for_a_profiler():
         calls.main(["prefix_sum", "3"])
 
 
+# Triton launches on the GPU where there is one, else (TRITON_INTERPRET=1) on the CPU
+KERNEL_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
 @pytest.mark.parametrize("tile", [(4, 32, 1, 4, True, 1), (2, 64, 1, 2, False, 2),
                                   (8, 32, 2, 1, True, 1)])
 @pytest.mark.parametrize("sparse", [1, 3, 1000])
@@ -749,16 +758,16 @@ def test_time_major_probe_scans_like_the_reference(tile, sparse):
     from paper_repro.bench import tn_probe
 
     N, T = 40, 37
-    alpha, beta = tn_probe.inputs(N, T, "cpu", seed=3)
-    expected = forward_recurrence(alpha.t(), beta.t(), torch.zeros(N)).t()
+    alpha, beta = tn_probe.inputs(N, T, KERNEL_DEVICE, seed=3)
+    expected = forward_recurrence(alpha.t().cpu(), beta.t().cpu(), torch.zeros(N)).t()
     bt, bn, warps, window, store, vec = tile
     n_tiles = triton.cdiv(T, bt)
     out = torch.empty_like(alpha)
-    words = torch.zeros(3 * n_tiles * N, dtype=torch.int32)
+    words = torch.zeros(3 * n_tiles * N, dtype=torch.int32, device=KERNEL_DEVICE)
     tn_probe.tn_look_back_kernel[(n_tiles * triton.cdiv(N, bn),)](
         alpha, beta, out, words, T, N, n_tiles, BLOCK_T=bt, BLOCK_N=bn, W=window, STORE=store,
         VEC=vec, SPARSE=sparse, num_warps=warps)
-    torch.testing.assert_close(out.double(), expected.double(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.double().cpu(), expected.double(), rtol=1e-5, atol=1e-5)
     assert all(8 <= t[0] * t[1] // (32 * t[2]) <= 64 for t in tn_probe.tiles(512))
 
 
@@ -767,7 +776,7 @@ def test_time_major_probe_rows():
     from paper_repro.bench import tn_probe
 
     rows = []
-    tn_probe.probe_shape(40, 37, True, rows.append, device="cpu",
+    tn_probe.probe_shape(40, 37, True, rows.append, device=KERNEL_DEVICE,
                          cases=[(8, 32, 1, 4, True, 1)])
     assert [r["kind"] for r in rows] == ["engine_TN", "engine_NT", "probe"]
     assert all(float(r["max_abs_diff"]) < 1e-5 and r["device_us"] > 0 for r in rows)

@@ -198,7 +198,7 @@ PROVIDERS = {p.name: p for p in [
     Provider("assoc-scan-compiled", "compile(associative_scan)", _assoc_compiled,
              unavailable=_assoc_unavailable),
     Provider("loop-gpu", "loop over t (uncompiled)", _loop,
-             algorithms=ALGORITHMS + EXTRA_ALGORITHMS, clock="cpu", max_seq_len=8192,
+             algorithms=ALGORITHMS + ("masked_gae",), clock="cpu", max_seq_len=8192,
              graph_capture=False),
     Provider("numpy-cpu", "NumPy loop (CPU)", _numpy, clock="cpu", input_device="cpu",
              max_elements=1 << 23, max_seq_len=8192),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from paper_repro.bench.inputs import ALGORITHMS, EXTRA_ALGORITHMS, TRUNCATION_ALGORITHMS
+from paper_repro.bench.inputs import ALGORITHMS, TRUNCATION_ALGORITHMS
 
 GRID = ((64, 512), (128, 1024), (256, 1024), (512, 2048), (512, 4096), (512, 128), (512, 512),
         (4096, 128), (4096, 512), (4096, 2048), (16384, 128), (16384, 512))
@@ -136,8 +136,8 @@ SUITES = {s.name: s for s in [
           ("full_call", "device", "launches"), _specs(((64, 512), (4096, 128)), ("gae",)),
           derived=("overhead",)),
     Suite("masked", "masked GAE (multi-turn RLHF, beyond the paper): RLHF batch shapes against "
-          "verl's loop over t", _specs(MASKED, EXTRA_ALGORITHMS), ("ours", "loop-gpu"),
-          ("full_call", "device"), _specs(((16, 256),), EXTRA_ALGORITHMS)),
+          "verl's loop over t", _specs(MASKED, ("masked_gae",)), ("ours", "loop-gpu"),
+          ("full_call", "device"), _specs(((16, 256),), ("masked_gae",))),
     Suite("puff", "PufferLib's whole advantage (GAE with V-trace's clipped importance weights, "
           "beyond the paper) against its own CUDA kernel on its study's 40 shapes",
           _specs(PUFFER_PRODUCTION + PUFFER_MASSIVE, ("puff_advantage",)),
