@@ -22,7 +22,7 @@ from paper_repro.kernels.vtrace import compute_vtrace, difference_pointers, vtra
 
 __all__ = ["compute_puff_advantage"]
 
-# One-pass launches by the whole buffers' metadata and the scalars: a repeat launches on the
+# Launches by the whole buffers' metadata and the scalars: a one-pass repeat launches on the
 # addresses, with no views made (seven views cost more than the rest of the call's host work).
 _REPEATS: dict = {}
 
@@ -65,19 +65,27 @@ def compute_puff_advantage(values, rewards, terminals, ratio, advantages, gamma,
 
 
 def _launch(values, rewards, terminals, ratio, advantages, scalars) -> None:
-    """The one launch; a repeat of a kept one-pass launch goes on the addresses."""
+    """The one launch, kept for repeats: on the addresses where the launch is one pass and
+    compiled for their alignment, else on the views."""
     tensors = values, rewards, terminals, ratio, advantages
     key = (values.shape, values.dtype, terminals.dtype, values.device, *scalars,
            *[x.stride() for x in tensors])
     job = _REPEATS.get(key)
-    if job is not None and job.launch_pointers(_addresses(*tensors)):
+    if job is not None:
+        if not job.launch_pointers(_addresses(*tensors)):
+            job(difference_pointers(*_views(*tensors)))
         return
-    job = vtrace_difference_into(advantages[:, :-1], ratio[:, :-1], values[:, :-1],
-                                 rewards[:, 1:], terminals[:, 1:], values[:, 1:], *scalars)
-    if job is not None and job.one_pass is not None:
+    job = vtrace_difference_into(*_views(*tensors), *scalars)
+    if job is not None:
         if len(_REPEATS) >= 64:
             _REPEATS.clear()
         _REPEATS[key] = job
+
+
+def _views(values, rewards, terminals, ratio, advantages) -> tuple:
+    """``vtrace_difference_into``'s tensors: each step's own columns, the next step's one on."""
+    return (advantages[:, :-1], ratio[:, :-1], values[:, :-1], rewards[:, 1:], terminals[:, 1:],
+            values[:, 1:])
 
 
 def _addresses(values, rewards, terminals, ratio, advantages) -> tuple:

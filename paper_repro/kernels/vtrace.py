@@ -241,9 +241,6 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
     return vs_out.result(), adv_out.result()
 
 
-_DIFFERENCE_JOBS: dict = {}  # vtrace_difference_into's launches by metadata and scalars
-
-
 def vtrace_difference_into(out, ratio, values, rewards, terminateds, next_values, gamma, rho_bar,
                            c_bar, lambda_):
     """``vs - V`` of V-trace with ``lambda_`` written into ``out``, from the importance ratios
@@ -251,30 +248,20 @@ def vtrace_difference_into(out, ratio, values, rewards, terminateds, next_values
     ``out`` and the inputs ``[B, T]`` (any strides); of ``next_values`` (``V_{t+1}``, e.g. a
     view one step on) only the last step is read, as the window's value. The caller checks
     them and that the kernels run here (``L.use_triton``) with nothing to differentiate.
-    Returns the launch kept for these metadata and scalars (None where the inputs' strides
-    differ and were copied), whose ``launch_pointers`` repeats it on addresses."""
+    Returns the launch, for the caller to keep and repeat (``job(difference_pointers(...))``,
+    or ``job.launch_pointers`` on addresses), or None where the inputs' strides differ and
+    it ran on copies."""
     inputs = (ratio, values, rewards, terminateds, next_values)
-    key = (out.shape, out.stride(), out.dtype, out.device, gamma, rho_bar, c_bar, lambda_,
-           *[(x.stride(), x.dtype) for x in inputs])
-    job = _DIFFERENCE_JOBS.get(key)
-    if job is None:
-        rows = L.rows_of(1, **dict(zip(("ratio", "values", "rewards", "terminateds",
-                                        "next_values"), inputs)))
-        config = L.config_for(rows.B, rows.T, rows.stride, out.device, wide=True,
-                              itemsize=out.element_size(), long_rows=LONG_ROWS)
-        job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out.dtype),
-                     out.device, L.layout_ints(rows, out),
-                     L.scalar_pairs(gamma, rho_bar, c_bar, gamma * lambda_),
-                     (False, True, False, True, True), one_tile=config.BLOCK_B == 1,
-                     look_back_tile=config.BLOCK_B == 1 and out.element_size() != 2)
-        if len({x.stride() for x in inputs}) > 1:  # rows_of copied: no launch to keep
-            job(difference_pointers(out, *rows.tensors.values()))
-            return None
-        if len(_DIFFERENCE_JOBS) >= 64:
-            _DIFFERENCE_JOBS.clear()
-        _DIFFERENCE_JOBS[key] = job
-    job(difference_pointers(out, *inputs))
-    return job
+    rows = L.rows_of(1, **dict(zip(("ratio", "values", "rewards", "terminateds", "next_values"),
+                                   inputs)))
+    config = L.config_for(rows.B, rows.T, rows.stride, out.device, wide=True,
+                          itemsize=out.element_size(), long_rows=LONG_ROWS)
+    job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out.dtype), out.device,
+                 L.layout_ints(rows, out), L.scalar_pairs(gamma, rho_bar, c_bar, gamma * lambda_),
+                 (False, True, False, True, True), one_tile=config.BLOCK_B == 1,
+                 look_back_tile=config.BLOCK_B == 1 and out.element_size() != 2)
+    job(difference_pointers(out, *rows.tensors.values()))
+    return None if len({x.stride() for x in inputs}) > 1 else job
 
 
 def difference_pointers(out, ratio, values, rewards, terminateds, next_values):
