@@ -5,7 +5,7 @@ beta_t = gamma c_t (1 - done_t) with c_t = lambda min(pi/mu, c_bar),  Delta_T = 
 advantage's next target vs_{t+1} is the scanned tile shifted one step in registers (no
 store-and-reload round trip). Two compile-time switches serve PufferLib's advantage
 (pufferlib_compat): RATIO reads pi/mu itself in place of two log-probabilities, DIFF stores
-Delta alone; a third, LAMBDA, reads gamma lambda only where lambda != 1.
+Delta alone.
 """
 from typing import Optional, Tuple
 
@@ -66,8 +66,8 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                       B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                       gamma, gamma_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo, trace, trace_lo,
                       HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr, HAS_LAST: tl.constexpr,
-                      RATIO: tl.constexpr, DIFF: tl.constexpr, LAMBDA: tl.constexpr,
-                      ACC: tl.constexpr, PHASE: tl.constexpr,
+                      RATIO: tl.constexpr, DIFF: tl.constexpr, ACC: tl.constexpr,
+                      PHASE: tl.constexpr,
                       BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr,
                       FLIP: tl.constexpr, ALIGN: tl.constexpr):
     B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
@@ -75,9 +75,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     rho_max = tl.cast(rho_bar, ACC) + tl.cast(rho_bar_lo, ACC)
     c_max = tl.cast(c_bar, ACC) + tl.cast(c_bar_lo, ACC)
-    g_trace = g  # lambda = 1 (the paper's V-trace): no second scalar pair to keep
-    if LAMBDA:
-        g_trace = tl.cast(trace, ACC) + tl.cast(trace_lo, ACC)  # gamma lambda, premultiplied
+    g_trace = tl.cast(trace, ACC) + tl.cast(trace_lo, ACC)  # gamma lambda: no extra multiply
     pid_b, pid_s = program_ids(agg_ptr, B, n_seg, PHASE, True, BLOCK_B, True)
     rows, row_mask = row_block(pid_b, B, BLOCK_B)
     t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T, PHASE)
@@ -232,7 +230,7 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
     job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(vs.dtype), vs.device,
                  L.layout_ints(rows, vs), L.scalar_pairs(gamma, rho_bar, c_bar, gamma * lambda_),
                  (truncateds is not None, bootstrap_values is not None, last is not None, False,
-                  False, lambda_ != 1.0),
+                  False),
                  one_tile=config.BLOCK_B == 1,
                  look_back_tile=config.BLOCK_B == 1 and vs.element_size() != 2)
     pointers = L.pointers(vs, t["log_pi_target"], t["log_pi_behavior"], t["values"],
@@ -260,7 +258,7 @@ def vtrace_difference_into(out, ratio, values, rewards, terminateds, next_values
                           itemsize=out.element_size(), long_rows=LONG_ROWS)
     job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out.dtype), out.device,
                  L.layout_ints(rows, out), L.scalar_pairs(gamma, rho_bar, c_bar, gamma * lambda_),
-                 (False, True, False, True, True, lambda_ != 1.0), one_tile=config.BLOCK_B == 1,
+                 (False, True, False, True, True), one_tile=config.BLOCK_B == 1,
                  look_back_tile=config.BLOCK_B == 1 and out.element_size() != 2)
     job(difference_pointers(out, *rows.tensors.values()))
     return None if len({x.stride() for x in inputs}) > 1 else job
