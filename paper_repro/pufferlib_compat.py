@@ -17,10 +17,24 @@ from __future__ import annotations
 
 import torch
 
+from paper_repro.kernels import _direct as D
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _native as N
+from paper_repro.kernels import _plan
 from paper_repro.kernels.vtrace import compute_vtrace, difference_pointers, vtrace_difference_into
 
 __all__ = ["compute_puff_advantage"]
+
+OP = "pufferlib_advantage"  # its site: repeats served in C++ before any check (``_plan.repeat``)
+
+
+class _Repeat:
+    """A kept launch and whether a native plan serves its repeats (None: not tried yet)."""
+    __slots__ = ("job", "native")
+
+    def __init__(self, job):
+        self.job, self.native = job, None if N.ENABLED else False
+
 
 # Launches by the whole buffers' metadata and the scalars: a one-pass repeat launches on the
 # addresses, with no views made (seven views cost more than the rest of the call's host work).
@@ -39,6 +53,11 @@ def compute_puff_advantage(values, rewards, terminals, ratio, advantages, gamma,
     Returns:
         ``advantages``, its last column as it was (PufferLib never writes it).
     """
+    tensors = values, rewards, terminals, ratio, advantages
+    given = gamma, gae_lambda, vtrace_rho_clip, vtrace_c_clip
+    served = _plan.repeat(OP, tensors, given)
+    if served is not None:
+        return served
     L.check_tensor("values", values)
     if values.dim() != 2:
         raise ValueError(f"values must be [segments, horizon], got {values.dim()}-d")
@@ -53,7 +72,7 @@ def compute_puff_advantage(values, rewards, terminals, ratio, advantages, gamma,
         return advantages  # PufferLib's loop starts at horizon - 2: nothing to write
     scalars = gamma, vtrace_rho_clip, vtrace_c_clip, gae_lambda
     if _one_launch(values, rewards, ratio, advantages):
-        _launch(values, rewards, terminals, ratio, advantages, scalars)
+        _launch(tensors, scalars, given)
         return advantages
     # the ratio enters as log pi - log mu with log mu = 0; a ratio of 1 stays exactly 1
     before = values[:, :-1]
@@ -64,22 +83,43 @@ def compute_puff_advantage(values, rewards, terminals, ratio, advantages, gamma,
     return advantages
 
 
-def _launch(values, rewards, terminals, ratio, advantages, scalars) -> None:
+def _launch(tensors: tuple, scalars: tuple, given: tuple) -> None:
     """The one launch, kept for repeats: on the addresses where the launch is one pass and
-    compiled for their alignment, else on the views."""
-    tensors = values, rewards, terminals, ratio, advantages
-    key = (values.shape, values.dtype, terminals.dtype, values.device, *scalars,
+    compiled for their alignment, else on the views. The first direct repeat of a launch
+    makes it native where it can, and its op's site then serves calls like it."""
+    key = (tensors[0].shape, tensors[0].dtype, tensors[2].dtype, tensors[0].device, *scalars,
            *[x.stride() for x in tensors])
-    job = _REPEATS.get(key)
-    if job is not None:
-        if not job.launch_pointers(_addresses(*tensors)):
-            job(difference_pointers(*_views(*tensors)))
+    kept = _REPEATS.get(key)
+    if kept is not None:
+        addresses = _addresses(*tensors)
+        if not kept.job.launch_pointers(addresses):
+            kept.job(difference_pointers(*_views(*tensors)))
+        elif kept.native is None and N.module() is not None:
+            kept.native = _go_native(kept.job, tensors, addresses, given)
         return
     job = vtrace_difference_into(*_views(*tensors), *scalars)
     if job is not None:
         if len(_REPEATS) >= 64:
             _REPEATS.clear()
-        _REPEATS[key] = job
+        _REPEATS[key] = _Repeat(job)
+
+
+def _go_native(job, tensors: tuple, addresses: tuple, given: tuple) -> bool:
+    """Enlist the direct launch just made on ``addresses`` in the op's site: a native plan of
+    no outputs, its pointers the buffers' addresses shifted as ``_sources`` says. Scalars of
+    other types than float and int (numpy's, tensors) stay on this path."""
+    launched = job.launch_values(addresses)
+    if launched is None or any(type(x) not in (float, int) for x in given):
+        return False
+    compiled, grid, values = launched
+    sources, shifts = zip(*L.with_unread_scratch(_sources(*tensors)))
+    plan = N.make_plan(compiled, grid, values, sources, len(tensors), len(tensors) - 1, None, 0,
+                       D.current_device(), shifts)
+    if plan is None:
+        return False
+    grad = any(x.requires_grad for x in tensors)
+    _plan.enlist(OP, tensors, given, grad, (), job, plan)
+    return True
 
 
 def _views(values, rewards, terminals, ratio, advantages) -> tuple:
@@ -88,14 +128,19 @@ def _views(values, rewards, terminals, ratio, advantages) -> tuple:
             values[:, 1:])
 
 
-def _addresses(values, rewards, terminals, ratio, advantages) -> tuple:
-    """The launch's pointers as addresses: the steps' own columns, the next step's one on."""
-    def next_step(x):
-        return x.data_ptr() + x.stride(1) * x.element_size()
+def _sources(values, rewards, terminals, ratio, advantages) -> tuple:
+    """The launch's pointers as ``(argument index, byte shift)``: the steps' own columns, the
+    next step's one column on."""
+    def next_step(index, x):
+        return index, x.stride(1) * x.element_size()
 
-    out = advantages.data_ptr()
-    return difference_pointers(out, ratio.data_ptr(), values.data_ptr(), next_step(rewards),
-                               next_step(terminals), next_step(values))
+    return difference_pointers((4, 0), (3, 0), (0, 0), next_step(1, rewards),
+                               next_step(2, terminals), next_step(0, values))
+
+
+def _addresses(*tensors) -> tuple:
+    """The launch's pointers as addresses (``_sources``)."""
+    return tuple(tensors[i].data_ptr() + shift for i, shift in _sources(*tensors))
 
 
 def _one_launch(values, rewards, ratio, advantages) -> bool:

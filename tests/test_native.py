@@ -98,6 +98,32 @@ def test_native_plan_outputs_take_the_plans_dtype_and_count(native, monkeypatch)
     assert struct.unpack_from("3Q", block)[1:] == (first.data_ptr(), second.data_ptr())
 
 
+def test_native_plan_of_no_outputs_shifts_addresses_and_returns_its_argument(native,
+                                                                             monkeypatch):
+    """A plan writing into its arguments: each pointer its argument's address plus its shift,
+    no allocation, the call's result the very argument ``args[like]``; the alignment checked is
+    the shifted address's."""
+    monkeypatch.setattr(N._State, "module", native)
+    a, b = torch.randn(4, 8), torch.randn(4, 8)
+    sources, shifts = (1, 0, 1), (0, 16, 4)
+    pointers = [(a, b)[s].data_ptr() + k for s, k in zip(sources, shifts)]
+    signature = ["*fp32"] * 3 + ["i32"]
+    plan = N.make_plan(_compiled(signature), (2, 1, 1), (*pointers, 3), sources, 2, 1, None, 0,
+                       0, shifts)
+    c, d = torch.randn(4, 8), torch.randn(4, 8)
+    out, block = native.packed(plan, (c, d))
+    assert out is d
+    assert struct.unpack_from("3Q", block) == (d.data_ptr(), c.data_ptr() + 16, d.data_ptr() + 4)
+    buffer = torch.randn(40)
+    _, block = native.packed(plan, (c, buffer[1:33].view(4, 8)))  # d + 4 bytes aligned now
+    assert block is None
+    with pytest.raises(ValueError, match="inconsistent"):
+        N.make_plan(_compiled(signature), (2, 1, 1), (*pointers, 3), sources, 2, 1, None, 0, 0,
+                    shifts[:2])
+    with pytest.raises(ValueError, match="bounds"):
+        N.make_plan(_compiled(signature), (2, 1, 1), (*pointers, 3), sources, 2, 1, None, -1, 0)
+
+
 def test_native_plan_declines_another_alignment_device_or_arity(native, monkeypatch):
     """An address whose 16-byte alignment differs from the compiled kernel's gives no block
     (the caller falls back to Triton's launcher, which compiles for it); a call from another

@@ -1,6 +1,9 @@
 """``paper_repro.pufferlib_compat.compute_puff_advantage`` against PufferLib 3.0's advantage
 loop (the float64 reference, written from its update rule), and against PufferLib's own compiled op
 where its sources are at hand (``$PAPER_REPRO_PUFFERLIB_SRC``)."""
+import struct
+from types import SimpleNamespace
+
 import pytest
 import torch
 from conftest import BACKENDS, TOL, assert_close, device_of
@@ -8,6 +11,9 @@ from conftest import BACKENDS, TOL, assert_close, device_of
 import paper_repro.pufferlib_compat as compat
 from paper_repro.baselines import external
 from paper_repro.baselines import reference as ref
+from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _native as N
+from paper_repro.kernels import _plan
 from paper_repro.pufferlib_compat import compute_puff_advantage
 
 SENTINEL = 7.25  # the last column must keep whatever it held
@@ -190,3 +196,102 @@ def test_integer_and_numpy_scalars(backend):
     want = puff_loop(*x[:4], 1.0, 0.95, 1.0, 1.0)
     got = compute_puff_advantage(*x, 1, np.float32(0.95), 1, np.float64(1.0))
     assert_close("advantages", got[:, :-1], want[:, :-1], TOL[torch.float32])
+
+
+class _DirectJob:
+    """A kept launch that always repeats directly, on a kernel of its pointers and an int."""
+    def __call__(self, pointers):
+        pass
+
+    def launch_pointers(self, pointers):
+        return True
+
+    def launch_values(self, pointers):
+        pointers = L.with_unread_scratch(pointers)
+        meta = SimpleNamespace(num_warps=4, shared=0, num_ctas=1)
+        signature = dict(enumerate(["*fp32"] * len(pointers) + ["i32"]))
+        compiled = SimpleNamespace(metadata=meta, function=0,
+                                   src=SimpleNamespace(signature=signature))
+        return compiled, (1, 1, 1), (*pointers, 9)
+
+
+@pytest.fixture
+def fake_direct(monkeypatch):
+    """Launches that repeat directly (faked: nothing runs) and the native module loaded; the
+    native plans made, in order."""
+    native, made = N.load(), []
+    make_plan = N.make_plan
+    monkeypatch.setattr(N, "ENABLED", True)
+    monkeypatch.setattr(N._State, "module", native)
+    monkeypatch.setattr(N, "make_plan", lambda *a: made.append(make_plan(*a)) or made[-1])
+    monkeypatch.setattr(compat, "vtrace_difference_into", lambda *a: _DirectJob())
+    monkeypatch.setattr(compat, "_one_launch", lambda *a: True)
+    monkeypatch.setattr(compat.D, "current_device", lambda: 0)
+    monkeypatch.setattr(compat.D, "_raw_stream", lambda device: 0)
+    monkeypatch.setattr(compat, "_REPEATS", {})
+    monkeypatch.setattr(_plan, "_SITES", {})
+    return native, made
+
+
+def test_a_direct_repeat_joins_the_ops_site(fake_direct):
+    """The first repeat that launched directly makes a native plan of no outputs on the
+    buffers' addresses, a column on where the next step is read, and enlists it: later calls
+    with the buffers' metadata and scalars find it before any check, and it writes into (and
+    returns) their own ``advantages``."""
+    native, made = fake_direct
+    x = segments(3, 31, 1, "cpu")
+    compute_puff_advantage(*x, 0.99, 0.95, 1.0, 1.0)
+    assert not _plan._SITES and not made
+    compute_puff_advantage(*x, 0.99, 0.95, 1.0, 1.0)
+    assert len(made) == 1 and compat.OP in _plan._SITES
+    site = _plan._SITES[compat.OP].args[0]
+    y = segments(3, 31, 2, "cpu")
+    assert isinstance(native.lookup(site, tuple(y), (0.99, 0.95, 1.0, 1.0)), _DirectJob)
+    for scalars in [(0.99, 0.95, 1.0, 0.9), (0.99, 0.95, 1, 1.0)]:
+        assert native.lookup(site, tuple(y), scalars) is None
+    assert native.lookup(site, (*y[:4], y[4].double()), (0.99, 0.95, 1.0, 1.0)) is None
+    out, block = native.packed(made[0], tuple(y))
+    assert out is y[4]
+    assert struct.unpack_from("12Q", block) == L.with_unread_scratch(compat._addresses(*y))
+    compute_puff_advantage(*y, 0.99, 0.95, 1.0, 1.0)  # no driver here: the site declines
+    assert len(made) == 1
+
+
+def test_numpy_scalars_stay_on_the_python_repeat(fake_direct):
+    """The site compares scalars by exact type and value: numpy's are never enlisted."""
+    import numpy as np
+
+    native, made = fake_direct
+    x = segments(3, 31, 1, "cpu")
+    for _ in range(3):
+        compute_puff_advantage(*x, np.float64(0.99), 0.95, 1.0, 1.0)
+    assert not made and not _plan._SITES
+    assert [kept.native for kept in compat._REPEATS.values()] == [False]
+
+
+@pytest.mark.gpu
+def test_repeats_are_served_by_the_native_site(monkeypatch):
+    """Once native, calls on new buffers of the same metadata launch from the site (the Python
+    launch refused) and equal PufferLib's loop; an advantages buffer 4 bytes off the compiled
+    alignment goes back through the Python repeat and stays right."""
+    if N.module(wait=True) is None:
+        pytest.fail(f"the native module: {N.status()}")
+    monkeypatch.setattr(compat, "_REPEATS", {})
+    monkeypatch.setattr(_plan, "_SITES", {})
+    args = 0.99, 0.95, 1.2, 0.9
+    for seed in range(3):
+        compute_puff_advantage(*segments(64, 33, seed, "cuda"), *args)
+    assert compat.OP in _plan._SITES, "no plan joined the site"
+    launch = compat._launch
+    monkeypatch.setattr(compat, "_launch", _refuse)
+    x = segments(64, 33, 7, "cuda")
+    got = compute_puff_advantage(*x, *args)
+    assert got is x[4] and (got[:, -1] == SENTINEL).all()
+    assert_close("served", got[:, :-1].cpu(), puff_loop(*[t.cpu() for t in x[:4]], *args)[:, :-1],
+                 TOL[torch.float32])
+    monkeypatch.setattr(compat, "_launch", launch)
+    buffer = torch.full((64 * 33 + 1,), SENTINEL, device="cuda")
+    x[4] = buffer[1:].view(64, 33)
+    got = compute_puff_advantage(*x, *args)
+    assert_close("misaligned", got[:, :-1].cpu(),
+                 puff_loop(*[t.cpu() for t in x[:4]], *args)[:, :-1], TOL[torch.float32])

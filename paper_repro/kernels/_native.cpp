@@ -61,8 +61,9 @@ Driver& driver() {
   return d;
 }
 
-// Pointer parameter k is the address of tensor sources[k] of (*args, *outputs); it was
-// compiled for a 16-byte aligned address iff aligned[k].
+// Pointer parameter k is the address of tensor sources[k] of (*args, *outputs) plus shifts[k]
+// bytes; it was compiled for a 16-byte aligned address iff aligned[k]. A plan of no outputs
+// writes into its arguments and returns args[like].
 struct Plan {
   CUfunction function;
   unsigned grid[3];
@@ -75,6 +76,7 @@ struct Plan {
   std::vector<size_t> offsets;  // every parameter's place in the block
   std::vector<size_t> pointer_params;
   std::vector<Py_ssize_t> sources;
+  std::vector<int64_t> shifts;
   std::vector<char> aligned;
   std::vector<unsigned char> block_bytes;  // constants packed, pointers left zero
   // The outputs' layout as the first call's empty_like made it: calls whose args[like] has
@@ -97,18 +99,18 @@ void destroy(PyObject* capsule) {
 }
 
 // make(function, grid, num_warps, shared, device, n_args, like, dtype, n_outputs,
-//      params, offsets, pointer_params, sources, aligned) -> capsule
+//      params, offsets, pointer_params, sources, aligned[, shifts]) -> capsule
 PyObject* make(PyObject*, PyObject* args) {
   unsigned long long function;
   unsigned gx, gy, gz, warps, shared;
   int device, n_outputs;
   Py_ssize_t n_args, like;
-  PyObject *dtype, *offsets, *pointer_params, *sources, *aligned;
+  PyObject *dtype, *offsets, *pointer_params, *sources, *aligned, *shifts = Py_None;
   const char* bytes;
   Py_ssize_t n_bytes;
-  if (!PyArg_ParseTuple(args, "K(III)IIinnOiy#OOOO", &function, &gx, &gy, &gz, &warps, &shared,
-                        &device, &n_args, &like, &dtype, &n_outputs, &bytes, &n_bytes,
-                        &offsets, &pointer_params, &sources, &aligned))
+  if (!PyArg_ParseTuple(args, "K(III)IIinnOiy#OOOO|O", &function, &gx, &gy, &gz, &warps,
+                        &shared, &device, &n_args, &like, &dtype, &n_outputs, &bytes, &n_bytes,
+                        &offsets, &pointer_params, &sources, &aligned, &shifts))
     return nullptr;
   auto plan = std::make_unique<Plan>();
   plan->function = reinterpret_cast<CUfunction>(function);
@@ -123,7 +125,7 @@ PyObject* make(PyObject*, PyObject* args) {
     }
     plan->dtype = reinterpret_cast<THPDtype*>(dtype)->scalar_type;
   }
-  if (n_outputs < 1 || n_outputs > kMaxOutputs || like < 0 || like >= n_args ||
+  if (n_outputs < 0 || n_outputs > kMaxOutputs || like < 0 || like >= n_args ||
       n_bytes > static_cast<Py_ssize_t>(kMaxBytes)) {
     PyErr_SetString(PyExc_ValueError, "plan out of the native path's bounds");
     return nullptr;
@@ -144,11 +146,14 @@ PyObject* make(PyObject*, PyObject* args) {
     return true;
   };
   if (!ints(offsets, plan->offsets) || !ints(pointer_params, plan->pointer_params) ||
-      !ints(sources, plan->sources) || !ints(aligned, plan->aligned))
+      !ints(sources, plan->sources) || !ints(aligned, plan->aligned) ||
+      (shifts != Py_None && !ints(shifts, plan->shifts)))
     return nullptr;
+  if (shifts == Py_None) plan->shifts.assign(plan->sources.size(), 0);
   size_t n_params = plan->offsets.size();
   bool ok = n_params <= kMaxParams && plan->pointer_params.size() == plan->sources.size() &&
-            plan->sources.size() == plan->aligned.size();
+            plan->sources.size() == plan->aligned.size() &&
+            plan->sources.size() == plan->shifts.size();
   for (size_t k = 0; ok && k < plan->sources.size(); ++k)
     ok = plan->pointer_params[k] < n_params && plan->sources[k] >= 0 &&
          plan->sources[k] < n_args + n_outputs &&
@@ -189,21 +194,26 @@ void allocate(const Plan& plan, const at::Tensor& like, at::Tensor* outs) {
 // The outputs, and the parameter block with every tensor's address in place; false where an
 // address's 16-byte alignment differs from the compiled kernel's (the caller falls back).
 bool prepare(const Plan& plan, PyObject* args, at::Tensor* outs, unsigned char* block) {
-  const at::Tensor& like = THPVariable_Unpack(PyTuple_GET_ITEM(args, plan.like));
-  allocate(plan, like, outs);
+  if (plan.n_outputs > 0)
+    allocate(plan, THPVariable_Unpack(PyTuple_GET_ITEM(args, plan.like)), outs);
   std::memcpy(block, plan.block_bytes.data(), plan.block_bytes.size());
   for (size_t k = 0; k < plan.sources.size(); ++k) {
     Py_ssize_t s = plan.sources[k];
     const at::Tensor& t = s < plan.n_args ? THPVariable_Unpack(PyTuple_GET_ITEM(args, s))
                                           : outs[s - plan.n_args];
-    auto address = reinterpret_cast<std::uintptr_t>(t.data_ptr());
+    auto address = reinterpret_cast<std::uintptr_t>(t.data_ptr()) + plan.shifts[k];
     if (((address & 15) == 0) != static_cast<bool>(plan.aligned[k])) return false;
     std::memcpy(block + plan.offsets[plan.pointer_params[k]], &address, sizeof(address));
   }
   return true;
 }
 
-PyObject* result(const Plan& plan, at::Tensor* outs) {
+PyObject* result(const Plan& plan, PyObject* args, at::Tensor* outs) {
+  if (plan.n_outputs == 0) {
+    PyObject* written = PyTuple_GET_ITEM(args, plan.like);
+    Py_INCREF(written);
+    return written;
+  }
   if (plan.n_outputs == 1) return THPVariable_Wrap(std::move(outs[0]));
   PyObject* tuple = PyTuple_New(plan.n_outputs);
   if (tuple == nullptr) return nullptr;
@@ -255,7 +265,7 @@ PyObject* launch(const Plan& plan, PyObject* args, long device, void* stream) {
                  status);
     return nullptr;
   }
-  return result(plan, outs);
+  return result(plan, args, outs);
 }
 
 // run(plan, args, device, stream) -> outputs, or None where the plan does not apply.
@@ -287,7 +297,7 @@ PyObject* packed(PyObject*, PyObject* args) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
   }
-  PyObject* out = result(*plan, outs);
+  PyObject* out = result(*plan, tensors, outs);
   if (out == nullptr) return nullptr;
   if (!fits) return Py_BuildValue("(NO)", out, Py_None);
   return Py_BuildValue("(Ny#)", out, reinterpret_cast<const char*>(block),

@@ -158,11 +158,13 @@ def parameter_block(signature: list, values: tuple) -> tuple[bytes, list]:
 
 
 def make_plan(compiled, grid: tuple, values: tuple, sources: tuple, n_args: int, like: int,
-              dtype, n_outputs: int, device: int):
+              dtype, n_outputs: int, device: int, shifts: tuple | None = None):
     """A native plan for ``compiled`` (a Triton ``CompiledKernel``) launched on ``grid`` with
     ``values`` (every parameter in order, the first ``len(sources)`` being pointers, as ints, to
-    tensor ``sources[k]`` of ``(*args, *outputs)``); outputs ``empty_like(args[like], dtype)``.
-    None where the module is not loaded or the kernel needs what the native launch lacks."""
+    tensor ``sources[k]`` of ``(*args, *outputs)``, ``shifts[k]`` bytes on: default none);
+    outputs ``empty_like(args[like], dtype)``, or with ``n_outputs`` 0 none: the kernel writes
+    into its arguments and a call returns ``args[like]``. None where the module is not loaded
+    or the kernel needs what the native launch lacks."""
     native = module()
     if native is None:
         return None
@@ -182,4 +184,5 @@ def make_plan(compiled, grid: tuple, values: tuple, sources: tuple, n_args: int,
     aligned = [int(v & 15 == 0) for v in values[:len(sources)]]
     return native.make(compiled.function, tuple(grid), meta.num_warps, meta.shared, device,
                        n_args, like, dtype, n_outputs, block, kept,
-                       [kept.index(o) for o in pointers], sources, aligned)
+                       [kept.index(o) for o in pointers], sources, aligned,
+                       [0] * len(sources) if shifts is None else list(shifts))

@@ -108,7 +108,8 @@ class Plan:
         elif native is None and N.module() is not None:
             self.native = self._native(pointers, len(args))
             if self.native and self.site is not None:
-                _enlist(self, args)
+                op, scalars, words = self.site
+                enlist(op, args, scalars, self.grad, words, self, self.native[1])
         return out if self.n_outputs == 1 else outs
 
     def _native(self, pointers: tuple, n_args: int):
@@ -122,11 +123,12 @@ class Plan:
         return False if plan is None else (N.module().run, plan)
 
 
-def _enlist(plan: Plan, args: tuple) -> None:
-    """Serve later calls with ``args``' metadata and the plan's scalars from its native plan,
-    through its op's site."""
+def enlist(op: str, args: tuple, scalars: tuple, grad: bool, words: tuple, owner,
+           native_plan) -> None:
+    """Serve later calls of ``op`` with ``args``' metadata and ``scalars`` (exact types) from
+    ``native_plan`` through the op's site (``repeat``); ``grad``: only outside grad mode;
+    ``words``: argument indices that must be 8-byte aligned; ``owner`` is kept alive with it."""
     native = N.module()
-    op, scalars, words = plan.site
     site = _SITES.get(op)
     if site is None:
         site = _SITES[op] = functools.partial(native.serve, native.site(SITE_CAPACITY))
@@ -134,7 +136,7 @@ def _enlist(plan: Plan, args: tuple) -> None:
     native.configure((L._FORCED_CONFIG, L._FORCED_PREFETCH, L._FORCED_WORDS,
                       L._FORCED_ALIGNMENT), D._knobs.runtime if D._knobs else None,
                      D.current_device, D._raw_stream)
-    native.add(site.args[0], args, scalars, plan.grad, words, plan, plan.native[1])
+    native.add(site.args[0], args, scalars, grad, words, owner, native_plan)
 
 
 def repeat(op: str, args: tuple, scalars: tuple, validate=False):
