@@ -6,6 +6,7 @@ from conftest import BACKENDS, TOL, assert_close, device_of
 
 import paper_repro as P
 from paper_repro.baselines import reference as ref
+from paper_repro.kernels import masked_gae as MG
 
 GAMMA, LAMBDA = 0.99, 0.95
 
@@ -107,6 +108,56 @@ def test_gradients_match_autograd_through_the_loop(backend):
                                                        cpu[2]) * weight).sum(), cpu)
     for name, g, w in zip(("rewards", "values", "last_value"), ours, want):
         assert_close(name, g, w, 1e-9)
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("this path was not to be taken")
+
+
+@pytest.mark.parametrize("case", ["time_major", "tall_time_major", "mixed_strides", "int_mask",
+                                  "rows_of_no_view", "many_rows"])
+def test_fused_kernel_where_the_kernels_run(case, backend, monkeypatch):
+    """Where the kernels run and nothing needs a gradient, one fused launch (the two scans
+    refused) reads every layout where it lies; the torch backend takes the two scans."""
+    if backend == "torch":
+        monkeypatch.setattr(MG, "fused_masked_gae", _refuse)
+    else:
+        monkeypatch.setattr(MG, "two_scans", _refuse)
+    N, T = {"tall_time_major": (3, 150), "many_rows": (300, 33)}.get(case, (70, 37))
+    r, v, m, last = inputs(N, T, 12, device=device_of(backend))
+    want = ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last)
+    if case in ("time_major", "tall_time_major"):  # [T, N] memory: the envs contiguous
+        tm = [x.t().contiguous() for x in (r, v, m)]
+        got = P.compute_masked_gae(*tm, GAMMA, LAMBDA, last, time_dim=0)
+        assert got.stride() == tm[0].stride()
+        got = got.t()
+    elif case == "mixed_strides":  # a time-major bool mask beside batch-major rows
+        got = P.compute_masked_gae(r, v, m.bool().t().contiguous().t(), GAMMA, LAMBDA, last)
+    elif case == "int_mask":
+        got = P.compute_masked_gae(r, v, m.to(torch.int8), GAMMA, LAMBDA, last)
+    elif case == "rows_of_no_view":  # [2, T, 35]: the output's rows are no view of it
+        def lay(x):
+            return x.reshape(2, 35, T).transpose(1, 2).contiguous()
+        got = P.compute_masked_gae(lay(r), lay(v), lay(m), GAMMA, LAMBDA, last.reshape(2, 35),
+                                   time_dim=1)
+        got = got.transpose(1, 2).reshape(N, T)
+    else:
+        got = P.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last)
+    assert_close(case, got, want, TOL[torch.float32])
+
+
+def test_long_rows_and_gradients_take_the_two_scans(backend, monkeypatch):
+    """Rows beyond ``FUSED_MAX_T`` (too few programs to walk them) and calls that need a
+    gradient go through the engine's two scans."""
+    monkeypatch.setattr(MG, "fused_masked_gae", _refuse)
+    monkeypatch.setattr(MG, "FUSED_MAX_T", 64)
+    r, v, m, last = inputs(2, 65, 13, device=device_of(backend))
+    assert_close("long", P.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last),
+                 ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last), TOL[torch.float32])
+    monkeypatch.setattr(MG, "FUSED_MAX_T", 32768)
+    out = P.compute_masked_gae(r[:, :30], v[:, :30].clone().requires_grad_(), m[:, :30], GAMMA,
+                               LAMBDA, last)
+    assert out.requires_grad
 
 
 def test_bad_input_names_the_argument():

@@ -1,12 +1,20 @@
 """GAE over token sequences whose masked steps pass the carry through: multi-turn RLHF, where
 observation or tool-output tokens sit between the policy's own tokens (verl's and NeMo-RL's
-masked GAE). Two scans of the engine, no Python loop over time."""
+masked GAE). One fused Triton scan of the two-value recurrence where the kernels run and no
+gradient is needed; two scans of the engine otherwise. No Python loop over time."""
 from __future__ import annotations
 
 import torch
+import triton
+import triton.language as tl
 
 from paper_repro.kernels import _launch as L
-from paper_repro.kernels.affine_scan import affine_scan
+from paper_repro.kernels.affine_scan import TL_ACC, affine_scan
+
+# Rows the fused kernel walks tile by tile, one program per row block; longer rows, which
+# would leave most of the GPU idle, take the engine's two scans (they split time).
+FUSED_MAX_T = 32768
+TIME_MAJOR_TILE = (64, 16)  # (rows, steps): a warp's loads run along the envs
 
 
 def compute_masked_gae(rewards, values, mask, gamma, lambda_, last_value=None, *, time_dim=-1):
@@ -46,14 +54,106 @@ def compute_masked_gae(rewards, values, mask, gamma, lambda_, last_value=None, *
     L.check_tensor("last_value", last_value, like=rewards, optional=True,
                    shape=lambda: L.batch_shape(rewards, axis))
     out_dtype = L.result_dtype(rewards, values, last_value)
+    if rewards.shape[axis] == 0:
+        return torch.empty_like(rewards, dtype=out_dtype)
+    if fused_applies(rewards, values, mask, last_value, axis):
+        return fused_masked_gae(rewards, values, mask, gamma, lambda_, last_value, axis,
+                                out_dtype)
+    return two_scans(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype)
+
+
+def fused_applies(rewards, values, mask, last_value, axis: int) -> bool:
+    """The fused kernel runs here: the kernels' device, nothing to differentiate, compile or
+    transform, rows short enough to walk."""
+    return not L.needs_dispatch(rewards, values, mask, last_value) and L.use_triton(rewards) \
+        and rewards.shape[axis] <= FUSED_MAX_T
+
+
+def two_scans(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype):
+    """The engine's path (differentiable): ``X`` by one scan, then the advantages by another."""
     work = L.acc_dtype(out_dtype)
     r, v, m = (x.movedim(axis, -1).to(work) for x in (rewards, values, mask))
     last = None if last_value is None else last_value.to(work)
-    if r.shape[-1] == 0:
-        return torch.empty_like(rewards, dtype=out_dtype)
     seen = affine_scan(m * v, 1 - m, initial=last)  # X_t: the value of the first unmasked s >= t
     after = seen.new_zeros(seen.shape[:-1]) if last is None else last
     next_value = torch.cat([seen[..., 1:], after.unsqueeze(-1)], -1)
     alpha = m * (r + gamma * next_value - v)
     beta = m * (gamma * lambda_) + (1 - m)
     return affine_scan(alpha, beta).to(out_dtype).movedim(-1, axis)
+
+
+def fused_masked_gae(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype):
+    """One launch: both recurrences scanned together, inputs read where they lie (copies only
+    where their strides differ), the output laid out like ``rewards``."""
+    rows = L.rows_of(axis, rewards=rewards, values=values, mask=mask)
+    out = L.Output(rewards, axis, out_dtype, rows)
+    last = L.vector_rows(last_value, rows.B)
+    block_b, block_t, warps = masked_tile(rows.B, rows.T, rows.stride)
+    t = rows.tensors
+    masked_gae_kernel[(triton.cdiv(rows.B, block_b),)](
+        t["rewards"], t["values"], t["mask"], out.rows if last is None else last, out.rows,
+        rows.B, rows.T, *rows.stride, *out.rows.stride(),
+        *L.scalar_pairs(gamma, gamma * lambda_), HAS_LAST=last is not None,
+        ACC=TL_ACC[L.acc_dtype(out_dtype)], BLOCK_B=block_b, BLOCK_T=block_t, num_warps=warps)
+    return out.result()
+
+
+def masked_tile(B: int, T: int, stride: tuple) -> tuple:
+    """``(BLOCK_B, BLOCK_T, num_warps)``: time-major rows in tiles across the envs; others
+    walk up to 1024 steps a tile, as many rows a program as keep ~2 programs an SM busy."""
+    if L.is_time_major(stride):
+        block_b, block_t = TIME_MAJOR_TILE
+        return min(block_b, triton.next_power_of_2(B)), block_t, 4
+    block_t = max(16, min(triton.next_power_of_2(T), 1024))
+    block_b = max(1, min(triton.next_power_of_2(B), 2048 // block_t))
+    while block_b > 1 and triton.cdiv(B, block_b) < 264:
+        block_b //= 2
+    return block_b, block_t, max(1, min(8, block_b * block_t // 256))
+
+
+@triton.jit
+def _compose(a_l, b_l, a_r, b_r):
+    # x -> a x + b; (a_l, b_l), the later step's, is applied first
+    return a_l * a_r, a_r * b_l + b_r
+
+
+@triton.jit
+def masked_gae_kernel(r_ptr, v_ptr, m_ptr, last_ptr, out_ptr, B, T, stride_b, stride_t,
+                      out_stride_b, out_stride_t, gamma, gamma_lo, decay, decay_lo,
+                      HAS_LAST: tl.constexpr, ACC: tl.constexpr, BLOCK_B: tl.constexpr,
+                      BLOCK_T: tl.constexpr):
+    """Rows ``[B, T]`` walked from the last tile to the first, each tile's lanes latest step
+    first, so that forward scans compose the backward recurrences: ``X`` (the next unmasked
+    value, carried as ``seen``) and then the advantages (carried as ``adv``)."""
+    rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+    row_ok = rows < B
+    lane = tl.arange(0, BLOCK_T)
+    g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
+    gl = tl.cast(decay, ACC) + tl.cast(decay_lo, ACC)
+    seen = tl.zeros([BLOCK_B], ACC)
+    if HAS_LAST:
+        seen = tl.load(last_ptr + rows, mask=row_ok, other=0.0).to(ACC)
+    adv = tl.zeros([BLOCK_B], ACC)
+    first_lane = (lane == BLOCK_T - 1)[None, :]  # the tile's earliest step: the next carry
+    for k in range(tl.cdiv(T, BLOCK_T)):
+        t = T - 1 - k * BLOCK_T - lane
+        ok = row_ok[:, None] & (t >= 0)[None, :]
+        ahead = ok & (t + 1 < T)[None, :]
+        at = rows[:, None].to(tl.int64) * stride_b + t[None, :].to(tl.int64) * stride_t
+        r = tl.load(r_ptr + at, mask=ok, other=0.0).to(ACC)
+        v = tl.load(v_ptr + at, mask=ok, other=0.0).to(ACC)
+        m = tl.load(m_ptr + at, mask=ok, other=0).to(ACC)
+        v1 = tl.load(v_ptr + at + stride_t, mask=ahead, other=0.0).to(ACC)
+        m1 = tl.load(m_ptr + at + stride_t, mask=ahead, other=0).to(ACC)
+        # V'_t = X_{t+1} = m_{t+1} V_{t+1} + (1 - m_{t+1}) X_{t+2}; past the row: the carry
+        keep, take = tl.associative_scan((1.0 - m1, m1 * v1), 1, _compose)
+        nxt = keep * seen[:, None] + take
+        beta = tl.where(ok, m * gl + 1.0 - m, 1.0)
+        alpha = tl.where(ok, m * (r + g * nxt - v), 0.0)
+        keep, take = tl.associative_scan((beta, alpha), 1, _compose)
+        out = keep * adv[:, None] + take
+        out_at = rows[:, None].to(tl.int64) * out_stride_b + \
+            t[None, :].to(tl.int64) * out_stride_t
+        tl.store(out_ptr + out_at, out.to(out_ptr.dtype.element_ty), mask=ok)
+        seen = tl.sum(tl.where(first_lane, nxt, 0.0), axis=1)
+        adv = tl.sum(tl.where(first_lane, out, 0.0), axis=1)
