@@ -146,15 +146,21 @@ def test_fused_kernel_where_the_kernels_run(case, backend, monkeypatch):
     assert_close(case, got, want, TOL[torch.float32])
 
 
-def test_long_rows_and_gradients_take_the_two_scans(backend, monkeypatch):
-    """Rows beyond ``FUSED_MAX_T`` (too few programs to walk them) and calls that need a
-    gradient go through the engine's two scans."""
+def test_rows_of_many_tiles_and_gradients_take_the_two_scans(backend, monkeypatch):
+    """Rows of more than ``MAX_TILES`` tiles (too few programs to walk them: batch-major rows
+    of 1024-step tiles, time-major ones of 16) and calls that need a gradient go through the
+    engine's two scans."""
     monkeypatch.setattr(MG, "fused_masked_gae", _refuse)
-    monkeypatch.setattr(MG, "FUSED_MAX_T", 64)
-    r, v, m, last = inputs(2, 65, 13, device=device_of(backend))
+    monkeypatch.setattr(MG, "MAX_TILES", 1)
+    r, v, m, last = inputs(2, 1100, 13, device=device_of(backend))
     assert_close("long", P.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last),
                  ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last), TOL[torch.float32])
-    monkeypatch.setattr(MG, "FUSED_MAX_T", 32768)
+    tm = [x[:, :40].t().contiguous() for x in (r, v, m)]
+    got = P.compute_masked_gae(*tm, GAMMA, LAMBDA, last, time_dim=0).t()
+    assert_close("time-major", got, ref.compute_masked_gae(r[:, :40], v[:, :40], m[:, :40],
+                                                           GAMMA, LAMBDA, last),
+                 TOL[torch.float32])
+    monkeypatch.setattr(MG, "MAX_TILES", 16)
     out = P.compute_masked_gae(r[:, :30], v[:, :30].clone().requires_grad_(), m[:, :30], GAMMA,
                                LAMBDA, last)
     assert out.requires_grad

@@ -223,7 +223,9 @@ def fake_direct(monkeypatch):
     make_plan = N.make_plan
     monkeypatch.setattr(N, "ENABLED", True)
     monkeypatch.setattr(N._State, "module", native)
-    monkeypatch.setattr(N, "make_plan", lambda *a: made.append(make_plan(*a)) or made[-1])
+    # compiled for device 99: the site finds them but never launches (their kernel is none)
+    monkeypatch.setattr(N, "make_plan",
+                        lambda *a: made.append(make_plan(*a[:8], 99, *a[9:])) or made[-1])
     monkeypatch.setattr(compat, "vtrace_difference_into", lambda *a: _DirectJob())
     monkeypatch.setattr(compat, "_one_launch", lambda *a: True)
     monkeypatch.setattr(compat.D, "current_device", lambda: 0)
@@ -253,7 +255,7 @@ def test_a_direct_repeat_joins_the_ops_site(fake_direct):
     out, block = native.packed(made[0], tuple(y))
     assert out is y[4]
     assert struct.unpack_from("12Q", block) == L.with_unread_scratch(compat._addresses(*y))
-    compute_puff_advantage(*y, 0.99, 0.95, 1.0, 1.0)  # no driver here: the site declines
+    compute_puff_advantage(*y, 0.99, 0.95, 1.0, 1.0)  # another device's plan: declined
     assert len(made) == 1
 
 

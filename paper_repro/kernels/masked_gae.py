@@ -8,12 +8,14 @@ import torch
 import triton
 import triton.language as tl
 
+from paper_repro.kernels import _direct as D
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels.affine_scan import TL_ACC, affine_scan
 
-# Rows the fused kernel walks tile by tile, one program per row block; longer rows, which
-# would leave most of the GPU idle, take the engine's two scans (they split time).
-FUSED_MAX_T = 32768
+# A program walks its rows' tiles one after another, about 2 us each (H100, masked_ab.csv:
+# 32 x 32768 in 32 tiles took 63 us, the two scans, which split time, 47): rows of more tiles
+# take the two scans.
+MAX_TILES = 16
 TIME_MAJOR_TILE = (64, 16)  # (rows, steps): a warp's loads run along the envs
 
 
@@ -56,17 +58,13 @@ def compute_masked_gae(rewards, values, mask, gamma, lambda_, last_value=None, *
     out_dtype = L.result_dtype(rewards, values, last_value)
     if rewards.shape[axis] == 0:
         return torch.empty_like(rewards, dtype=out_dtype)
-    if fused_applies(rewards, values, mask, last_value, axis):
-        return fused_masked_gae(rewards, values, mask, gamma, lambda_, last_value, axis,
-                                out_dtype)
+    if not L.needs_dispatch(rewards, values, mask, last_value) and L.use_triton(rewards):
+        rows = L.rows_of(axis, rewards=rewards, values=values, mask=mask)
+        tile = masked_tile(rows.B, rows.T, rows.stride)
+        if triton.cdiv(rows.T, tile[1]) <= MAX_TILES:
+            return fused_masked_gae(rows, tile, gamma, lambda_, last_value, rewards, axis,
+                                    out_dtype)
     return two_scans(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype)
-
-
-def fused_applies(rewards, values, mask, last_value, axis: int) -> bool:
-    """The fused kernel runs here: the kernels' device, nothing to differentiate, compile or
-    transform, rows short enough to walk."""
-    return not L.needs_dispatch(rewards, values, mask, last_value) and L.use_triton(rewards) \
-        and rewards.shape[axis] <= FUSED_MAX_T
 
 
 def two_scans(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype):
@@ -82,19 +80,18 @@ def two_scans(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype
     return affine_scan(alpha, beta).to(out_dtype).movedim(-1, axis)
 
 
-def fused_masked_gae(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype):
-    """One launch: both recurrences scanned together, inputs read where they lie (copies only
-    where their strides differ), the output laid out like ``rewards``."""
-    rows = L.rows_of(axis, rewards=rewards, values=values, mask=mask)
-    out = L.Output(rewards, axis, out_dtype, rows)
+def fused_masked_gae(rows, tile: tuple, gamma, lambda_, last_value, like, axis, out_dtype):
+    """One launch on ``rows`` (``L.rows_of`` of rewards, values and mask) in ``tile``
+    (``masked_tile``): both recurrences scanned together, the output laid out like ``like``."""
+    out = L.Output(like, axis, out_dtype, rows)
     last = L.vector_rows(last_value, rows.B)
-    block_b, block_t, warps = masked_tile(rows.B, rows.T, rows.stride)
+    block_b, block_t, warps = tile
     t = rows.tensors
-    masked_gae_kernel[(triton.cdiv(rows.B, block_b),)](
-        t["rewards"], t["values"], t["mask"], out.rows if last is None else last, out.rows,
-        rows.B, rows.T, *rows.stride, *out.rows.stride(),
-        *L.scalar_pairs(gamma, gamma * lambda_), HAS_LAST=last is not None,
-        ACC=TL_ACC[L.acc_dtype(out_dtype)], BLOCK_B=block_b, BLOCK_T=block_t, num_warps=warps)
+    D.run(masked_gae_kernel, (triton.cdiv(rows.B, block_b),), warps,
+          (t["rewards"], t["values"], t["mask"], out.rows if last is None else last, out.rows,
+           rows.B, rows.T, *rows.stride, *out.rows.stride(),
+           *L.scalar_pairs(gamma, gamma * lambda_), last is not None,
+           TL_ACC[L.acc_dtype(out_dtype)], block_b, block_t), n_tensors=5)
     return out.result()
 
 
