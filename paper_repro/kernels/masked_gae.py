@@ -10,6 +10,7 @@ import triton.language as tl
 
 from paper_repro.kernels import _direct as D
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels._tiles import _pow2, triton_cdiv
 from paper_repro.kernels.affine_scan import TL_ACC, affine_scan
 
 # A program walks its rows' tiles one after another, about 2 us each (H100, masked_ab.csv:
@@ -61,7 +62,7 @@ def compute_masked_gae(rewards, values, mask, gamma, lambda_, last_value=None, *
     if not L.needs_dispatch(rewards, values, mask, last_value) and L.use_triton(rewards):
         rows = L.rows_of(axis, rewards=rewards, values=values, mask=mask)
         tile = masked_tile(rows.B, rows.T, rows.stride)
-        if triton.cdiv(rows.T, tile[1]) <= MAX_TILES:
+        if triton_cdiv(rows.T, tile[1]) <= MAX_TILES:
             return fused_masked_gae(rows, tile, gamma, lambda_, last_value, rewards, axis,
                                     out_dtype)
     return two_scans(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype)
@@ -87,7 +88,7 @@ def fused_masked_gae(rows, tile: tuple, gamma, lambda_, last_value, like, axis, 
     last = L.vector_rows(last_value, rows.B)
     block_b, block_t, warps = tile
     t = rows.tensors
-    D.run(masked_gae_kernel, (triton.cdiv(rows.B, block_b),), warps,
+    D.run(masked_gae_kernel, (triton_cdiv(rows.B, block_b),), warps,
           (t["rewards"], t["values"], t["mask"], out.rows if last is None else last, out.rows,
            rows.B, rows.T, *rows.stride, *out.rows.stride(),
            *L.scalar_pairs(gamma, gamma * lambda_), last is not None,
@@ -100,10 +101,10 @@ def masked_tile(B: int, T: int, stride: tuple) -> tuple:
     walk up to 1024 steps a tile, as many rows a program as keep ~2 programs an SM busy."""
     if L.is_time_major(stride):
         block_b, block_t = TIME_MAJOR_TILE
-        return min(block_b, triton.next_power_of_2(B)), block_t, 4
-    block_t = max(16, min(triton.next_power_of_2(T), 1024))
-    block_b = max(1, min(triton.next_power_of_2(B), 2048 // block_t))
-    while block_b > 1 and triton.cdiv(B, block_b) < 264:
+        return min(block_b, _pow2(B)), block_t, 4
+    block_t = max(16, min(_pow2(T), 1024))
+    block_b = max(1, min(_pow2(B), 2048 // block_t))
+    while block_b > 1 and triton_cdiv(B, block_b) < 264:
         block_b //= 2
     return block_b, block_t, max(1, min(8, block_b * block_t // 256))
 
