@@ -123,7 +123,7 @@ def test_fused_kernel_where_the_kernels_run(case, backend, monkeypatch):
         monkeypatch.setattr(MG, "fused_masked_gae", _refuse)
     else:
         monkeypatch.setattr(MG, "two_scans", _refuse)
-    N, T = {"tall_time_major": (3, 150), "many_rows": (300, 33)}.get(case, (70, 37))
+    N, T = {"tall_time_major": (3, 120), "many_rows": (300, 33)}.get(case, (70, 37))
     r, v, m, last = inputs(N, T, 12, device=device_of(backend))
     want = ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last)
     if case in ("time_major", "tall_time_major"):  # [T, N] memory: the envs contiguous
@@ -147,10 +147,11 @@ def test_fused_kernel_where_the_kernels_run(case, backend, monkeypatch):
 
 
 def test_rows_of_many_tiles_and_gradients_take_the_two_scans(backend, monkeypatch):
-    """Rows of more than ``MAX_TILES`` tiles (too few programs to walk them: batch-major rows
-    of 1024-step tiles, time-major ones of 16) and calls that need a gradient go through the
-    engine's two scans."""
+    """Rows of more tiles than their programs walk fast (batch-major rows of 1024-step tiles,
+    time-major ones of 16) and calls that need a gradient go through the engine's two
+    scans."""
     monkeypatch.setattr(MG, "fused_masked_gae", _refuse)
+    monkeypatch.setattr(MG, "FEW_TILES", 1)
     monkeypatch.setattr(MG, "MAX_TILES", 1)
     r, v, m, last = inputs(2, 1100, 13, device=device_of(backend))
     assert_close("long", P.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last),
@@ -160,10 +161,22 @@ def test_rows_of_many_tiles_and_gradients_take_the_two_scans(backend, monkeypatc
     assert_close("time-major", got, ref.compute_masked_gae(r[:, :40], v[:, :40], m[:, :40],
                                                            GAMMA, LAMBDA, last),
                  TOL[torch.float32])
-    monkeypatch.setattr(MG, "MAX_TILES", 16)
+    monkeypatch.undo()
+    monkeypatch.setattr(MG, "fused_masked_gae", _refuse)
     out = P.compute_masked_gae(r[:, :30], v[:, :30].clone().requires_grad_(), m[:, :30], GAMMA,
                                LAMBDA, last)
     assert out.requires_grad
+
+
+@pytest.mark.parametrize("tiles, programs, fused", [
+    (1, 64, True), (8, 1, True), (16, 256, True), (32, 256, True), (16, 64, True),
+    (32, 32, False), (32, 8, False), (64, 16, False), (128, 4, False), (16, 16, False),
+    (32, 64, False)])
+def test_the_fused_kernel_takes_rows_its_programs_walk_fast(tiles, programs, fused):
+    """The rule against the measured cases (``masked_ab.csv``: 64 x 1024, 256 x 16384 and
+    256 x 32768 fused; 32 and 8 x 32768, 16 x 65536, time-major 256 x 2048 and 1024 x 256
+    the two scans; time-major 4096 x 512, 32 tiles of 64 programs, the two scans at 1.4x)."""
+    assert MG.walks_fast(tiles, programs) is fused
 
 
 def test_bad_input_names_the_argument():

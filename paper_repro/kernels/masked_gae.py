@@ -13,10 +13,12 @@ from paper_repro.kernels import _launch as L
 from paper_repro.kernels._tiles import _pow2, triton_cdiv
 from paper_repro.kernels.affine_scan import TL_ACC, affine_scan
 
-# A program walks its rows' tiles one after another, about 2 us each (H100, masked_ab.csv:
-# 32 x 32768 in 32 tiles took 63 us, the two scans, which split time, 47): rows of more tiles
-# take the two scans.
-MAX_TILES = 16
+# A program walks its rows' tiles one after another, ~2 us a tile where programs are few
+# (data/h200/masked_ab.csv: 32 x 32768, 32 programs of 32 tiles, 64 us against the two scans'
+# 44, which split time; 256 x 32768, 256 programs, 94 against 308). The fused kernel takes rows
+# of up to FEW_TILES tiles, up to MAX_TILES from SOME_PROGRAMS programs and any number from
+# MANY_PROGRAMS; the two scans take the rest.
+FEW_TILES, MAX_TILES, SOME_PROGRAMS, MANY_PROGRAMS = 8, 16, 64, 256
 TIME_MAJOR_TILE = (64, 16)  # (rows, steps): a warp's loads run along the envs
 
 
@@ -62,10 +64,17 @@ def compute_masked_gae(rewards, values, mask, gamma, lambda_, last_value=None, *
     if not L.needs_dispatch(rewards, values, mask, last_value) and L.use_triton(rewards):
         rows = L.rows_of(axis, rewards=rewards, values=values, mask=mask)
         tile = masked_tile(rows.B, rows.T, rows.stride)
-        if triton_cdiv(rows.T, tile[1]) <= MAX_TILES:
+        if walks_fast(triton_cdiv(rows.T, tile[1]), triton_cdiv(rows.B, tile[0])):
             return fused_masked_gae(rows, tile, gamma, lambda_, last_value, rewards, axis,
                                     out_dtype)
     return two_scans(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype)
+
+
+def walks_fast(tiles: int, programs: int) -> bool:
+    """Whether the fused kernel beats the two scans: rows of few tiles, or programs enough to
+    stream rather than wait on each tile (``masked_ab.csv``)."""
+    return tiles <= FEW_TILES or programs >= MANY_PROGRAMS or \
+        (tiles <= MAX_TILES and programs >= SOME_PROGRAMS)
 
 
 def two_scans(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype):
