@@ -6,9 +6,17 @@ from conftest import BACKENDS, TOL, assert_close, device_of
 
 import paper_repro as P
 from paper_repro.baselines import reference as ref
+from paper_repro.kernels import _plan
 from paper_repro.kernels import masked_gae as MG
 
 GAMMA, LAMBDA = 0.99, 0.95
+
+
+@pytest.fixture(autouse=True)
+def fresh_plans(monkeypatch):
+    """No launch plan from another test: each test's calls decide their path afresh."""
+    monkeypatch.setattr(_plan, "_PLANS", {})
+    monkeypatch.setattr(_plan, "_SITES", {})
 
 
 def inputs(N, T, seed=0, soft=False, device="cpu", dtype=torch.float32):
@@ -177,6 +185,28 @@ def test_the_fused_kernel_takes_rows_its_programs_walk_fast(tiles, programs, fus
     256 x 32768 fused; 32 and 8 x 32768, 16 x 65536, time-major 256 x 2048 and 1024 x 256
     the two scans; time-major 4096 x 512, 32 tiles of 64 programs, the two scans at 1.4x)."""
     assert MG.walks_fast(tiles, programs) is fused
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "torch"], indirect=True)
+def test_repeats_take_the_fused_launchs_plan(backend, monkeypatch):
+    """A call with an earlier fused call's metadata and scalars is served by its launch plan
+    (no checks, no new launch; natively through the op's site on the GPU) and reads its own
+    tensors; other metadata is a miss."""
+    first = inputs(6, 40, 20, device=device_of(backend))
+    P.compute_masked_gae(*first[:3], GAMMA, LAMBDA, first[3])
+    P.compute_masked_gae(*first[:3], GAMMA, LAMBDA, first[3])  # on the GPU: goes native
+    monkeypatch.setattr(MG, "fused_masked_gae", _refuse)
+    monkeypatch.setattr(MG.L, "check_tensor", _refuse)
+    r, v, m, last = inputs(6, 40, 21, device=device_of(backend))
+    got = P.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last)
+    assert_close("planned", got, ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last),
+                 TOL[torch.float32])
+    for call in (lambda: P.compute_masked_gae(r, v, m, GAMMA, 0.9, last),
+                 lambda: P.compute_masked_gae(r[:, :39], v[:, :39], m[:, :39], GAMMA, LAMBDA,
+                                              last),
+                 lambda: P.compute_masked_gae(r, v, m.bool(), GAMMA, LAMBDA, last)):
+        with pytest.raises(AssertionError, match="not to be taken"):
+            call()
 
 
 def test_bad_input_names_the_argument():

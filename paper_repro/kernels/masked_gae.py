@@ -10,6 +10,7 @@ import triton.language as tl
 
 from paper_repro.kernels import _direct as D
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels import _plan as P
 from paper_repro.kernels._tiles import _pow2, triton_cdiv
 from paper_repro.kernels.affine_scan import TL_ACC, affine_scan
 
@@ -50,6 +51,10 @@ def compute_masked_gae(rewards, values, mask, gamma, lambda_, last_value=None, *
         >>> compute_masked_gae(r, v, torch.tensor([[1, 0, 1]]), 1.0, 1.0)
         tensor([[0.5000, 0.7500, 0.7500]])
     """
+    args = (rewards, values, mask, last_value)
+    out, key = P.planned("masked_gae", args, (gamma, lambda_, time_dim))
+    if out is not None:  # a repeat of the fused launch's metadata and scalars
+        return out
     L.check_tensor("rewards", rewards)
     L.check_tensor("values", values, like=rewards)
     L.check_tensor("mask", mask, like=rewards, flag=True)
@@ -65,8 +70,8 @@ def compute_masked_gae(rewards, values, mask, gamma, lambda_, last_value=None, *
         rows = L.rows_of(axis, rewards=rewards, values=values, mask=mask)
         tile = masked_tile(rows.B, rows.T, rows.stride)
         if walks_fast(triton_cdiv(rows.T, tile[1]), triton_cdiv(rows.B, tile[0])):
-            return fused_masked_gae(rows, tile, gamma, lambda_, last_value, rewards, axis,
-                                    out_dtype)
+            return P.recorded(key, fused_masked_gae, args, rows, tile, gamma, lambda_, axis,
+                              out_dtype)
     return two_scans(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype)
 
 
@@ -90,19 +95,50 @@ def two_scans(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype
     return affine_scan(alpha, beta).to(out_dtype).movedim(-1, axis)
 
 
-def fused_masked_gae(rows, tile: tuple, gamma, lambda_, last_value, like, axis, out_dtype):
-    """One launch on ``rows`` (``L.rows_of`` of rewards, values and mask) in ``tile``
-    (``masked_tile``): both recurrences scanned together, the output laid out like ``like``."""
-    out = L.Output(like, axis, out_dtype, rows)
-    last = L.vector_rows(last_value, rows.B)
+def fused_masked_gae(args: tuple, rows, tile: tuple, gamma, lambda_, axis, out_dtype):
+    """One launch on ``rows`` (``L.rows_of`` of rewards, values and mask of ``args``) in
+    ``tile`` (``masked_tile``): both recurrences scanned together, the output laid out like the
+    rewards. The launch is the plan of the call being recorded, if any (``_plan.launch``)."""
+    out = L.Output(args[0], axis, out_dtype, rows)
+    last = L.vector_rows(args[3], rows.B)
     block_b, block_t, warps = tile
+    job = MaskedLaunch(triton_cdiv(rows.B, block_b), warps, args[0].device, (
+        rows.B, rows.T, *rows.stride, *out.rows.stride(), *L.scalar_pairs(gamma, gamma * lambda_),
+        last is not None, TL_ACC[L.acc_dtype(out_dtype)], block_b, block_t))
     t = rows.tensors
-    D.run(masked_gae_kernel, (triton_cdiv(rows.B, block_b),), warps,
-          (t["rewards"], t["values"], t["mask"], out.rows if last is None else last, out.rows,
-           rows.B, rows.T, *rows.stride, *out.rows.stride(),
-           *L.scalar_pairs(gamma, gamma * lambda_), last is not None,
-           TL_ACC[L.acc_dtype(out_dtype)], block_b, block_t), n_tensors=5)
+    P.launch(job, (t["rewards"], t["values"], t["mask"], out.rows if last is None else last,
+                   out.rows), args, (out,))
     return out.result()
+
+
+class MaskedLaunch:
+    """The fused launch in the engine's plan protocol (``affine_scan.Launch``): called on its
+    pointers (the inputs' and the output's rows, the last value or the output in its place),
+    or repeated on their addresses; ``rest`` are the kernel's other parameters."""
+
+    def __init__(self, programs: int, num_warps: int, device, rest: tuple):
+        self.grid3, self.num_warps, self.device, self.rest = (programs, 1, 1), num_warps, \
+            device, rest
+        self.cuda_index = device.index if device.type == "cuda" else None
+        self.launchers = {}  # direct launchers by device and pointer alignment
+
+    def __call__(self, pointers: tuple):
+        if self.cuda_index is not None and self.cuda_index != D.current_device():
+            with torch.cuda.device(self.device):  # Triton launches on the current device
+                return self(pointers)
+        D.run_bound(self.launchers, masked_gae_kernel, self.grid3[:1], self.num_warps,
+                    (*L.with_unread_scratch(pointers), *self.rest), len(pointers) + 2)
+
+    def launch_pointers(self, pointers: tuple) -> bool:
+        """A repeat on the tensors' addresses; False where it must go through ``__call__``."""
+        return D.launch_pointers(self.launchers, self.grid3, L.with_unread_scratch(pointers),
+                                 self.rest)
+
+    def launch_values(self, pointers: tuple):
+        """``(compiled kernel, grid, every parameter)`` of ``launch_pointers``' launch."""
+        pointers = L.with_unread_scratch(pointers)
+        compiled = D.compiled_for(self.launchers, pointers)
+        return None if compiled is None else (compiled, self.grid3, (*pointers, *self.rest))
 
 
 def masked_tile(B: int, T: int, stride: tuple) -> tuple:
@@ -125,13 +161,15 @@ def _compose(a_l, b_l, a_r, b_r):
 
 
 @triton.jit
-def masked_gae_kernel(r_ptr, v_ptr, m_ptr, last_ptr, out_ptr, B, T, stride_b, stride_t,
-                      out_stride_b, out_stride_t, gamma, gamma_lo, decay, decay_lo,
+def masked_gae_kernel(r_ptr, v_ptr, m_ptr, last_ptr, out_ptr, agg_ptr, status_ptr, B, T,
+                      stride_b, stride_t, out_stride_b, out_stride_t, gamma, gamma_lo, decay,
+                      decay_lo,
                       HAS_LAST: tl.constexpr, ACC: tl.constexpr, BLOCK_B: tl.constexpr,
                       BLOCK_T: tl.constexpr):
     """Rows ``[B, T]`` walked from the last tile to the first, each tile's lanes latest step
     first, so that forward scans compose the backward recurrences: ``X`` (the next unmasked
-    value, carried as ``seen``) and then the advantages (carried as ``adv``)."""
+    value, carried as ``seen``) and then the advantages (carried as ``adv``). ``agg_ptr`` and
+    ``status_ptr`` are never read (the engine's plans pass two scratch pointers)."""
     rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     row_ok = rows < B
     lane = tl.arange(0, BLOCK_T)
