@@ -3,6 +3,7 @@ warp shuffles, block barriers, layout conversions through shared memory and 128-
 kernel and tile, from Triton's compiler and the ``cuobjdump`` its wheel ships.
 
     python -m paper_repro.bench.sass [--out data/h200/sass_counts.csv] [--quick] [--caps]
+        [--masked]
 
 The counts belong to the installed Triton (recorded in each row): put the GPU's version first
 on ``PYTHONPATH`` to explain its timings. ``data/h200/sass_counts.csv`` (Triton 3.6) shows the
@@ -172,6 +173,22 @@ def cap_rows(cases=None):
                    **{k: c[k] for k in CAP_COLUMNS[9:]}}
 
 
+# Masked GAE's fused kernel at the tiles masked_tile ships (BLOCK_B, BLOCK_T, warps, _, _,
+# time-major): batch-major rows of 1024+ steps, 4096 x 128, two 1024-step rows, time-major.
+MASKED_TILES = [(1, 1024, 4, 0, False, False), (8, 128, 4, 0, False, False),
+                (2, 1024, 8, 0, False, False), (64, 16, 4, 0, False, True)]
+
+
+def masked_rows():
+    import triton
+
+    from paper_repro.kernels.masked_gae import masked_gae_kernel
+
+    for tile in MASKED_TILES:
+        yield {"triton": triton.__version__, "kernel": "masked_gae",
+               **dict(zip(COLUMNS[2:9], (*tile, 0))), **counts(masked_gae_kernel, tile)}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", default=None,
@@ -179,9 +196,13 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="two tiles a kernel")
     p.add_argument("--caps", action="store_true",
                    help="registers and spills of the look-back's tile under register caps")
+    p.add_argument("--masked", action="store_true",
+                   help="masked GAE's fused kernel at its tiles (default out: sass_masked.csv)")
     args = p.parse_args(argv)
-    out = args.out or f"data/h200/{'sass_caps' if args.caps else 'sass_counts'}.csv"
-    columns, produce = (CAP_COLUMNS, cap_rows) if args.caps else (COLUMNS, lambda: rows(args.quick))
+    name = "sass_caps" if args.caps else "sass_masked" if args.masked else "sass_counts"
+    out = args.out or f"data/h200/{name}.csv"
+    columns, produce = (CAP_COLUMNS, cap_rows) if args.caps else \
+        (COLUMNS, masked_rows) if args.masked else (COLUMNS, lambda: rows(args.quick))
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, columns, extrasaction="ignore", lineterminator="\n")
         w.writeheader()
