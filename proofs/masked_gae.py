@@ -2,7 +2,9 @@
 first unmasked step at or after t, X_t = m_t V_t + (1 - m_t) X_{t+1} with X_T = L (the last
 value), and the advantage A_t = m_t (r_t + gamma X_{t+1} - V_t) + (m_t gamma lambda + 1 - m_t)
 A_{t+1} with A_T = 0. Proved equal to GAE over the unmasked steps alone (masked steps holding the
-next unmasked step's advantage) and, for symbolic masks, to verl's loop."""
+next unmasked step's advantage) and, for symbolic masks, to verl's loop; and the fused kernel's
+walk (tiles from the last, lanes latest step first, two forward scans a tile) equal to the two
+scans at every tile size."""
 from __future__ import annotations
 
 import itertools
@@ -58,6 +60,48 @@ def verl_loop(data: dict) -> list:
     return out
 
 
+def compose(p, q):
+    """The fused kernel's ``_compose`` on maps x -> a x + b given as (a, b): p is applied
+    first (the later step), then q."""
+    return p[0] * q[0], q[0] * p[1] + q[1]
+
+
+def inclusive(pairs: list) -> list:
+    """A forward inclusive scan with ``compose`` (``tl.associative_scan`` along the lanes)."""
+    out = [pairs[0]]
+    for q in pairs[1:]:
+        out.append(compose(out[-1], q))
+    return out
+
+
+def fused_tiles(data: dict, tile: int, carry_lane: int = -1) -> list:
+    """``masked_gae_kernel``'s walk: tiles of ``tile`` steps from the last, each tile's lanes
+    latest step first. A scan of the shifted pairs (1 - m_{t+1}, m_{t+1} V_{t+1}) (the identity
+    past the row) applied to the carried X gives V'_t = X_{t+1}; a scan of (beta_t, alpha_t)
+    applied to the carried A gives the advantages; the lane ``carry_lane`` (the kernel's: the
+    tile's earliest step) carries both on."""
+    T = len(data["r"])
+    r, V, m = (data[name] for name in ("r", "V", "m"))
+    seen, adv, out = L, sp.Integer(0), [None] * T
+    for start in range(T - 1, -1, -tile):
+        steps = [t for t in range(start, start - tile, -1) if t >= 0]
+        shifted = [(1 - m[t + 1], m[t + 1] * V[t + 1]) if t + 1 < T else (1, 0) for t in steps]
+        nxt = [a * seen + b for a, b in inclusive(shifted)]
+        pairs = [(m[t] * gamma * lam + 1 - m[t], m[t] * (r[t] + gamma * x - V[t]))
+                 for t, x in zip(steps, nxt)]
+        advantages = [a * adv + b for a, b in inclusive(pairs)]
+        for t, value in zip(steps, advantages):
+            out[t] = value
+        seen, adv = nxt[carry_lane], advantages[carry_lane]
+    return out
+
+
+def _fused(T: int) -> bool:
+    data = window_data(T)
+    want = two_scans(data)
+    return all(all_equal(fused_tiles(data, tile), want) for tile in range(1, T + 1))
+
+
 def _definition(T: int) -> bool:
     data = window_data(T)
     symbolic = two_scans(data)
@@ -91,4 +135,7 @@ IDENTITIES = [
       for T in LENGTHS),
     Identity("masked_gae.unmasked_is_gae", partial(_unmasked_is_gae, 5),
              "nothing masked: GAE without terminations"),
+    *(Identity(f"masked_gae.fused_kernel[T={T}]", partial(_fused, T),
+               "the fused kernel's tile walk = the two scans, every tile size, masks symbolic")
+      for T in LENGTHS),
 ]

@@ -4,6 +4,7 @@ identities that cover them report failure."""
 from __future__ import annotations
 
 import io
+from functools import partial
 
 import pytest
 import torch
@@ -115,6 +116,16 @@ def test_broken_masked_gae_is_reported(monkeypatch):
     assert len(broken) == 2 and not any(evaluate(x)[0] for x in broken)
     held = [x for x in masked_gae.IDENTITIES if x.name == "masked_gae.unmasked_is_gae"]
     assert evaluate(held[0])[0]  # nothing masked: the break does not show
+
+
+def test_broken_fused_walk_is_reported(monkeypatch):
+    """Carrying a tile's latest lane on instead of its earliest breaks the fused kernel's walk
+    wherever a row has more than one tile; a one-tile row does not show it."""
+    monkeypatch.setattr(masked_gae, "fused_tiles",
+                        partial(masked_gae.fused_tiles, carry_lane=0))
+    found = {x.name: x for x in masked_gae.IDENTITIES}
+    assert not evaluate(found["masked_gae.fused_kernel[T=3]"])[0]
+    assert evaluate(found["masked_gae.fused_kernel[T=1]"])[0]
 
 
 def test_runner_reports_failures_and_crashes():
