@@ -95,7 +95,8 @@ def floor_call(tensors, n_outputs: int):
 
 def cases(num_envs: int, seq_len: int, device: str):
     """(label, call, tensors) for every op: plain and truncated variants, both layouts; the
-    bare engine and PufferLib's advantage (its repeat on addresses counted as its plan)."""
+    bare engine, PufferLib's advantage (its repeat on addresses counted as its plan) and masked
+    GAE (its fused launch's plan)."""
     for algorithm in ALGORITHMS:
         variants = ("plain", "trunc") if algorithm in TRUNCATION_ALGORITHMS else ("plain",)
         for variant in variants:
@@ -113,6 +114,9 @@ def cases(num_envs: int, seq_len: int, device: str):
     puff[2] = puff[2] > 1.5  # terminals
     yield ("puff_advantage NT",
            lambda: pufferlib_compat.compute_puff_advantage(*puff, 0.99, 0.95, 1.0, 1.0), puff)
+    masked = [torch.randn(num_envs, seq_len, device=device) for _ in range(2)]
+    masked.append(torch.rand(num_envs, seq_len, device=device) < 0.7)
+    yield ("masked_gae NT", lambda: P.compute_masked_gae(*masked, 1.0, 0.95), masked)
 
 
 def main(argv=None) -> int:
