@@ -154,6 +154,31 @@ def test_fused_kernel_where_the_kernels_run(case, backend, monkeypatch):
     assert_close(case, got, want, TOL[torch.float32])
 
 
+@pytest.mark.parametrize("walk", ["lanes", "runs", "runs_prefetch", "lanes_prefetch"])
+@pytest.mark.parametrize("N,T,layout,dtype", [
+    (3, 70, "NT", torch.float32), (1, 1, "NT", torch.float32), (5, 333, "NT", torch.float32),
+    (2, 200, "NT", torch.bfloat16), (2, 90, "NT", torch.float64), (1, 257, "NT", torch.float16),
+    (9, 40, "TN", torch.float32)], ids=str)
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "torch"], indirect=True)
+def test_every_tile_walk_of_the_fused_kernel(N, T, layout, dtype, walk, backend):
+    """The fused kernel's walks, forced on tiles of a few dozen steps so rows span several:
+    lanes latest step first (values and mask read again a step later) and runs of one 16-byte
+    load's steps (the next value from the scan's shifted tile, runs of 2, 4 or 8 by dtype),
+    each with and without the next tile's loads in flight."""
+    r, v, m, last = inputs(N, T, N * T, device=device_of(backend), dtype=dtype)
+    m = m.bool()
+    want = ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last)
+    args, axis = (r, v, m, last), 1
+    if layout == "TN":
+        args, axis = (*(x.t().contiguous() for x in (r, v, m)), last), 0
+    rows = MG.L.rows_of(axis, rewards=args[0], values=args[1], mask=args[2])
+    flip = 1 if walk.startswith("lanes") else MG.run_length(32, r.element_size(), False)
+    tile = (2, 32, 1, flip, walk.endswith("prefetch"))
+    got = MG.fused_masked_gae(args, rows, tile, GAMMA, LAMBDA, axis, dtype)
+    assert got.dtype == dtype and got.stride() == args[0].stride()
+    assert_close(walk, got.t() if layout == "TN" else got, want, TOL[dtype])
+
+
 def test_rows_of_many_tiles_and_gradients_take_the_two_scans(backend, monkeypatch):
     """Rows of more tiles than their programs walk fast (batch-major rows of 1024-step tiles,
     time-major ones of 16) and calls that need a gradient go through the engine's two

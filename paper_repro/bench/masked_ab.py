@@ -1,9 +1,13 @@
-"""Masked GAE's launches in one process: the public call (the fused kernel up to
-``MAX_TILES`` tiles a row, else the two scans), the fused kernel forced at any row length, and
-the engine's two scans, device (CUDA-graph replay) and full calls in turn.
+"""Masked GAE's launches in one process: the public call (the fused kernel where its rule
+``walks_fast`` says so, else the two scans; repeats served by its plan), the fused kernel forced
+at any row length in each of its tile walks, and the engine's two scans, device (CUDA-graph
+replay) and full calls in turn.
 
 ``python -m paper_repro.bench.masked_ab [--out FILE]`` (CUDA) writes one row per case and arm,
-with the largest difference between the fused kernel's and the two scans' outputs.
+with the largest difference between that arm's output and the two scans'. The forced arms
+(``lanes``: each tile's lanes latest step first, the values and mask read again one step later;
+``runs``: batch-major tiles as runs of one 16-byte load's steps; ``runs_prefetch``: the next
+tile's loads in flight while this one is scanned) launch the kernel without a plan.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import torch
 
 from paper_repro.bench import timing
 from paper_repro.bench.results import stream_csv
+from paper_repro.kernels import _launch as L
 from paper_repro.kernels import masked_gae as MG
 
 F32, BF16 = torch.float32, torch.bfloat16
@@ -29,6 +34,19 @@ COLUMNS = ["num_envs", "seq_len", "layout", "dtype", "arm", "device_us", "full_c
            "max_abs_diff"]
 
 
+def forced(args: tuple, axis: int, dtype, flip=None, prefetch=None):
+    """The fused kernel on ``args`` at ``masked_tile``'s tile, its FLIP and PREFETCH replaced
+    where given (time-major tiles keep lanes), launched without a plan."""
+    rows = L.rows_of(axis, rewards=args[0], values=args[1], mask=args[2])
+    block_b, block_t, warps, flip0, prefetch0 = MG.masked_tile(rows.B, rows.T, rows.stride,
+                                                               args[0].element_size())
+    if flip0 == 1:
+        flip = 1
+    tile = (block_b, block_t, warps, flip0 if flip is None else flip,
+            prefetch0 if prefetch is None else prefetch)
+    return MG.fused_masked_gae(args, rows, tile, 1.0, 0.95, axis, dtype)
+
+
 def arms(num_envs: int, seq_len: int, layout: str, dtype) -> dict:
     g = torch.Generator(device="cuda").manual_seed(num_envs + seq_len)
     r, v = (torch.randn(num_envs, seq_len, device="cuda", generator=g).to(dtype)
@@ -39,25 +57,19 @@ def arms(num_envs: int, seq_len: int, layout: str, dtype) -> dict:
     if layout == "TN":
         r, v, m = (x.t().contiguous() for x in (r, v, m))
         axis = 0
-    tiles = MG.MAX_TILES
-
-    def public():
-        return MG.compute_masked_gae(r, v, m, 1.0, 0.95, last, time_dim=axis)
-
-    def fused():
-        MG.MAX_TILES = 2**62
-        try:
-            return public()
-        finally:
-            MG.MAX_TILES = tiles
-    return {"public": public, "fused": fused,
+    args = (r, v, m, last)
+    return {"public": lambda: MG.compute_masked_gae(r, v, m, 1.0, 0.95, last, time_dim=axis),
+            "lanes": lambda: forced(args, axis, dtype, flip=1, prefetch=False),
+            "runs": lambda: forced(args, axis, dtype, prefetch=False),
+            "runs_prefetch": lambda: forced(args, axis, dtype, prefetch=True),
             "two_scans": lambda: MG.two_scans(r, v, m, 1.0, 0.95, last, axis, dtype)}
 
 
 def measure(cases):
     for num_envs, seq_len, layout, dtype in cases:
         calls = arms(num_envs, seq_len, layout, dtype)
-        diff = (calls["fused"]().float() - calls["two_scans"]().float()).abs().max().item()
+        want = calls["two_scans"]().float()
+        diff = {k: (c().float() - want).abs().max().item() for k, c in calls.items()}
         device = {k: timing.device_ms(c, reps=20, trials=5, trial_seconds=0.15).ms
                   for k, c in calls.items()}
         full = timing.full_call_interleaved(calls, n_iter=50, trials=5, trial_seconds=0.15)
@@ -65,7 +77,7 @@ def measure(cases):
             yield dict(num_envs=num_envs, seq_len=seq_len, layout=layout,
                        dtype=str(dtype).removeprefix("torch."), arm=arm,
                        device_us=round(device[arm] * 1e3, 2),
-                       full_call_us=round(full[arm].ms * 1e3, 2), max_abs_diff=diff)
+                       full_call_us=round(full[arm].ms * 1e3, 2), max_abs_diff=diff[arm])
 
 
 def main(argv=None) -> int:

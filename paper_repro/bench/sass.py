@@ -173,10 +173,13 @@ def cap_rows(cases=None):
                    **{k: c[k] for k in CAP_COLUMNS[9:]}}
 
 
-# Masked GAE's fused kernel at the tiles masked_tile ships (BLOCK_B, BLOCK_T, warps, _, _,
-# time-major): batch-major rows of 1024+ steps, 4096 x 128, two 1024-step rows, time-major.
-MASKED_TILES = [(1, 1024, 4, 0, False, False), (8, 128, 4, 0, False, False),
-                (2, 1024, 8, 0, False, False), (64, 16, 4, 0, False, True)]
+# Masked GAE's fused kernel at the tiles masked_tile ships (BLOCK_B, BLOCK_T, warps, _,
+# PREFETCH, time-major) and FLIP: batch-major rows of 1024+ steps, 4096 x 128, two 1024-step
+# rows, as lanes latest step first (1) and as runs of 4 (shipped), each with and without the
+# next tile's loads in flight; time-major lanes.
+MASKED_TILES = [(1, 1024, 4, 0, p, False, f) for f in (1, 4) for p in (False, True)] + [
+    (8, 128, 4, 0, p, False, f) for f in (1, 4) for p in (False, True)] + [
+    (2, 1024, 8, 0, True, False, 4), (64, 16, 4, 0, False, True, 1)]
 
 
 def masked_rows():
@@ -184,9 +187,10 @@ def masked_rows():
 
     from paper_repro.kernels.masked_gae import masked_gae_kernel
 
-    for tile in MASKED_TILES:
+    for *tile, flip in MASKED_TILES:
         yield {"triton": triton.__version__, "kernel": "masked_gae",
-               **dict(zip(COLUMNS[2:9], (*tile, 0))), **counts(masked_gae_kernel, tile)}
+               **dict(zip(COLUMNS[2:9], (*tile, flip))),
+               **counts(masked_gae_kernel, tuple(tile), flip)}
 
 
 def main(argv=None):

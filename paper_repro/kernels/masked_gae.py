@@ -11,8 +11,17 @@ import triton.language as tl
 from paper_repro.kernels import _direct as D
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _plan as P
-from paper_repro.kernels._tiles import _pow2, triton_cdiv
-from paper_repro.kernels.affine_scan import TL_ACC, affine_scan
+from paper_repro.kernels._tiles import _pow2, run_length, triton_cdiv
+from paper_repro.kernels.affine_scan import (
+    TL_ACC,
+    affine_scan,
+    column,
+    next_tile,
+    row_block,
+    scan_runs,
+    store_tile,
+    tile_offsets,
+)
 
 # A program walks its rows' tiles one after another, ~2 us a tile where programs are few
 # (data/h200/masked_ab.csv: 32 x 32768, 32 programs of 32 tiles, 64 us against the two scans'
@@ -21,6 +30,7 @@ from paper_repro.kernels.affine_scan import TL_ACC, affine_scan
 # MANY_PROGRAMS; the two scans take the rest.
 FEW_TILES, MAX_TILES, SOME_PROGRAMS, MANY_PROGRAMS = 8, 16, 64, 256
 TIME_MAJOR_TILE = (64, 16)  # (rows, steps): a warp's loads run along the envs
+PREFETCH = True  # batch-major: the next tile's loads in flight during this one's scans
 
 
 def compute_masked_gae(rewards, values, mask, gamma, lambda_, last_value=None, *, time_dim=-1):
@@ -68,7 +78,7 @@ def compute_masked_gae(rewards, values, mask, gamma, lambda_, last_value=None, *
         return torch.empty_like(rewards, dtype=out_dtype)
     if not L.needs_dispatch(rewards, values, mask, last_value) and L.use_triton(rewards):
         rows = L.rows_of(axis, rewards=rewards, values=values, mask=mask)
-        tile = masked_tile(rows.B, rows.T, rows.stride)
+        tile = masked_tile(rows.B, rows.T, rows.stride, rewards.element_size())
         if walks_fast(triton_cdiv(rows.T, tile[1]), triton_cdiv(rows.B, tile[0])):
             return P.recorded(key, fused_masked_gae, args, rows, tile, gamma, lambda_, axis,
                               out_dtype)
@@ -101,10 +111,10 @@ def fused_masked_gae(args: tuple, rows, tile: tuple, gamma, lambda_, axis, out_d
     rewards. The launch is the plan of the call being recorded, if any (``_plan.launch``)."""
     out = L.Output(args[0], axis, out_dtype, rows)
     last = L.vector_rows(args[3], rows.B)
-    block_b, block_t, warps = tile
+    block_b, block_t, warps, flip, prefetch = tile
     job = MaskedLaunch(triton_cdiv(rows.B, block_b), warps, args[0].device, (
         rows.B, rows.T, *rows.stride, *out.rows.stride(), *L.scalar_pairs(gamma, gamma * lambda_),
-        last is not None, TL_ACC[L.acc_dtype(out_dtype)], block_b, block_t))
+        last is not None, TL_ACC[L.acc_dtype(out_dtype)], block_b, block_t, flip, prefetch))
     t = rows.tensors
     P.launch(job, (t["rewards"], t["values"], t["mask"], out.rows if last is None else last,
                    out.rows), args, (out,))
@@ -141,17 +151,20 @@ class MaskedLaunch:
         return None if compiled is None else (compiled, self.grid3, (*pointers, *self.rest))
 
 
-def masked_tile(B: int, T: int, stride: tuple) -> tuple:
-    """``(BLOCK_B, BLOCK_T, num_warps)``: time-major rows in tiles across the envs; others
-    walk up to 1024 steps a tile, as many rows a program as keep ~2 programs an SM busy."""
+def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4) -> tuple:
+    """``(BLOCK_B, BLOCK_T, num_warps, FLIP, PREFETCH)``: time-major rows in tiles across the
+    envs, lanes latest step first; others walk up to 1024 steps a tile, as runs of one 16-byte
+    load's steps (``itemsize``: bytes of a reward), as many rows a program as keep ~2 programs
+    an SM busy, the next tile loaded while this one is scanned."""
     if L.is_time_major(stride):
         block_b, block_t = TIME_MAJOR_TILE
-        return min(block_b, _pow2(B)), block_t, 4
+        return min(block_b, _pow2(B)), block_t, 4, 1, False
     block_t = max(16, min(_pow2(T), 1024))
     block_b = max(1, min(_pow2(B), 2048 // block_t))
     while block_b > 1 and triton_cdiv(B, block_b) < 264:
         block_b //= 2
-    return block_b, block_t, max(1, min(8, block_b * block_t // 256))
+    warps = max(1, min(8, block_b * block_t // 256))
+    return block_b, block_t, warps, run_length(block_t, itemsize, False), PREFETCH
 
 
 @triton.jit
@@ -161,44 +174,77 @@ def _compose(a_l, b_l, a_r, b_r):
 
 
 @triton.jit
+def _load_tile(r_ptr, v_ptr, m_ptr, at, ok, ahead, stride_t, FLIP: tl.constexpr):
+    """The tile's rewards, values and mask as stored; lanes latest step first (``FLIP`` 1) also
+    the values and mask one step later (runs take them from the scan instead)."""
+    r = tl.load(r_ptr + at, mask=ok, other=0.0)
+    v = tl.load(v_ptr + at, mask=ok, other=0.0)
+    m = tl.load(m_ptr + at, mask=ok, other=0)
+    if FLIP == 1:
+        v1 = tl.load(v_ptr + at + stride_t, mask=ahead, other=0.0)
+        m1 = tl.load(m_ptr + at + stride_t, mask=ahead, other=0)
+    else:
+        v1 = v
+        m1 = m
+    return r, v, m, v1, m1
+
+
+@triton.jit
 def masked_gae_kernel(r_ptr, v_ptr, m_ptr, last_ptr, out_ptr, agg_ptr, status_ptr, B, T,
                       stride_b, stride_t, out_stride_b, out_stride_t, gamma, gamma_lo, decay,
                       decay_lo,
                       HAS_LAST: tl.constexpr, ACC: tl.constexpr, BLOCK_B: tl.constexpr,
-                      BLOCK_T: tl.constexpr):
-    """Rows ``[B, T]`` walked from the last tile to the first, each tile's lanes latest step
-    first, so that forward scans compose the backward recurrences: ``X`` (the next unmasked
-    value, carried as ``seen``) and then the advantages (carried as ``adv``). ``agg_ptr`` and
-    ``status_ptr`` are never read (the engine's plans pass two scratch pointers)."""
-    rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
-    row_ok = rows < B
-    lane = tl.arange(0, BLOCK_T)
+                      BLOCK_T: tl.constexpr, FLIP: tl.constexpr, PREFETCH: tl.constexpr):
+    """Rows ``[B, T]`` walked from the last tile to the first: ``X`` (the next unmasked value,
+    carried as ``seen``), then the advantages (carried as ``adv``), each by a forward scan that
+    runs backward in time. ``FLIP`` > 1: the tile as runs of FLIP ascending steps, latest run
+    first (the engine's ``scan_runs``; loads stay vectorised, ``X_{t+1}`` comes from the scan);
+    1: lanes latest step first, ``X_{t+1}`` scanned from the inputs one step later. ``PREFETCH``
+    loads the next tile before this one is scanned. ``agg_ptr`` and ``status_ptr`` are never
+    read (the engine's plans pass two scratch pointers)."""
+    pid = tl.program_id(0)
+    rows, row_ok = row_block(pid, B, BLOCK_B)
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     gl = tl.cast(decay, ACC) + tl.cast(decay_lo, ACC)
     seen = tl.zeros([BLOCK_B], ACC)
     if HAS_LAST:
         seen = tl.load(last_ptr + rows, mask=row_ok, other=0.0).to(ACC)
     adv = tl.zeros([BLOCK_B], ACC)
-    first_lane = (lane == BLOCK_T - 1)[None, :]  # the tile's earliest step: the next carry
-    for k in range(tl.cdiv(T, BLOCK_T)):
-        t = T - 1 - k * BLOCK_T - lane
-        ok = row_ok[:, None] & (t >= 0)[None, :]
-        ahead = ok & (t + 1 < T)[None, :]
-        at = rows[:, None].to(tl.int64) * stride_b + t[None, :].to(tl.int64) * stride_t
-        r = tl.load(r_ptr + at, mask=ok, other=0.0).to(ACC)
-        v = tl.load(v_ptr + at, mask=ok, other=0.0).to(ACC)
-        m = tl.load(m_ptr + at, mask=ok, other=0).to(ACC)
-        v1 = tl.load(v_ptr + at + stride_t, mask=ahead, other=0.0).to(ACC)
-        m1 = tl.load(m_ptr + at + stride_t, mask=ahead, other=0).to(ACC)
-        # V'_t = X_{t+1} = m_{t+1} V_{t+1} + (1 - m_{t+1}) X_{t+2}; past the row: the carry
-        keep, take = tl.associative_scan((1.0 - m1, m1 * v1), 1, _compose)
-        nxt = keep * seen[:, None] + take
-        beta = tl.where(ok, m * gl + 1.0 - m, 1.0)
-        alpha = tl.where(ok, m * (r + g * nxt - v), 0.0)
-        keep, take = tl.associative_scan((beta, alpha), 1, _compose)
-        out = keep * adv[:, None] + take
-        out_at = rows[:, None].to(tl.int64) * out_stride_b + \
-            t[None, :].to(tl.int64) * out_stride_t
-        tl.store(out_ptr + out_at, out.to(out_ptr.dtype.element_ty), mask=ok)
-        seen = tl.sum(tl.where(first_lane, nxt, 0.0), axis=1)
-        adv = tl.sum(tl.where(first_lane, out, 0.0), axis=1)
+    n_tiles = tl.cdiv(T, BLOCK_T)
+    t, ok, at = tile_offsets(0, 0, n_tiles, rows, row_ok, T, stride_b, stride_t, BLOCK_T, True,
+                             FLIP, False)
+    r, v, m, v1, m1 = _load_tile(r_ptr, v_ptr, m_ptr, at, ok, ok & (t + 1 < T)[None, :],
+                                 stride_t, FLIP)
+    for k in range(n_tiles):
+        t, ok, at = tile_offsets(k, 0, n_tiles, rows, row_ok, T, stride_b, stride_t, BLOCK_T,
+                                 True, FLIP, False)
+        t_n, ok_n, at_n = next_tile(k, 0, T, n_tiles, rows, row_ok, T, stride_b, stride_t,
+                                    BLOCK_T, True, FLIP, False)
+        if PREFETCH:
+            r_n, v_n, m_n, v1_n, m1_n = _load_tile(r_ptr, v_ptr, m_ptr, at_n, ok_n,
+                                                   ok_n & (t_n + 1 < T)[None, :], stride_t, FLIP)
+        rf, vf, mf = r.to(ACC), v.to(ACC), m.to(ACC)
+        if FLIP > 1:  # X_t by the scan; V'_t = X_{t+1} is its shifted tile
+            _, seen, _, nxt = scan_runs(mf * vf, 1.0 - mf, seen, agg_ptr, status_ptr, rows, row_ok,
+                                        pid, 0, B, 1, 0, BLOCK_T, FLIP, False, True)
+        else:  # V'_t = X_{t+1} = m_{t+1} V_{t+1} + (1 - m_{t+1}) X_{t+2}
+            m1f = m1.to(ACC)
+            keep, take = tl.associative_scan((1.0 - m1f, m1f * v1.to(ACC)), 1, _compose)
+            nxt = keep * seen[:, None] + take
+            seen = column(nxt, BLOCK_T - 1, BLOCK_T)  # the tile's earliest step: the carry
+        # padded steps hold m = 0: the identity (alpha 0, beta 1) in both scans
+        alpha = mf * (rf + g * nxt - vf)
+        beta = mf * gl + 1.0 - mf
+        if FLIP > 1:
+            out, adv, _, _ = scan_runs(alpha, beta, adv, agg_ptr, status_ptr, rows, row_ok, pid,
+                                       0, B, 1, 0, BLOCK_T, FLIP, False, True)
+        else:
+            keep, take = tl.associative_scan((beta, alpha), 1, _compose)
+            out = keep * adv[:, None] + take
+            adv = column(out, BLOCK_T - 1, BLOCK_T)
+        store_tile(out_ptr, out, rows, t, ok, out_stride_b, out_stride_t)
+        if PREFETCH:
+            r, v, m, v1, m1 = r_n, v_n, m_n, v1_n, m1_n
+        else:
+            r, v, m, v1, m1 = _load_tile(r_ptr, v_ptr, m_ptr, at_n, ok_n,
+                                         ok_n & (t_n + 1 < T)[None, :], stride_t, FLIP)
