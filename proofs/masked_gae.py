@@ -3,8 +3,8 @@ first unmasked step at or after t, X_t = m_t V_t + (1 - m_t) X_{t+1} with X_T = 
 value), and the advantage A_t = m_t (r_t + gamma X_{t+1} - V_t) + (m_t gamma lambda + 1 - m_t)
 A_{t+1} with A_T = 0. Proved equal to GAE over the unmasked steps alone (masked steps holding the
 next unmasked step's advantage) and, for symbolic masks, to verl's loop; and the fused kernel's
-walk (tiles from the last, lanes latest step first, two forward scans a tile) equal to the two
-scans at every tile size."""
+walks (tiles from the last, lanes latest step first or runs of ascending steps latest run
+first, two forward scans a tile) equal to the two scans."""
 from __future__ import annotations
 
 import itertools
@@ -96,6 +96,64 @@ def fused_tiles(data: dict, tile: int, carry_lane: int = -1) -> list:
     return out
 
 
+def runs_walk(data: dict, tile: int, run: int, leaving: int | None = None) -> list:
+    """The walk of batch-major tiles held as runs (``masked_gae_kernel`` with FLIP = ``run``):
+    tiles on the grid of ``tile`` steps from the last, padded steps (m = 0) the identity; column
+    p holds step ``first + (tile // run - 1 - p // run) * run + p % run`` (``chunk_times``), so
+    that column group g is a run of ascending steps, latest run first. Each run is composed
+    latest step first, the runs' compositions scanned forward, each step then solved from the
+    value entering its run; the value entering a step is V'_t for the second scan. Column
+    ``leaving`` (the kernel's: tile - run, the earliest step) carries both values on."""
+    T = len(data["r"])
+    r, V, m = (data[name] for name in ("r", "V", "m"))
+    leaving = tile - run if leaving is None else leaving
+    seen, adv, out = L, sp.Integer(0), [None] * T
+    n = -(-T // tile)
+
+    def scan(pairs: dict, steps: list, carry):
+        # pairs[t] = (alpha, beta): A_t = alpha + beta A_{t+1}; steps[p] the column's step
+        runs = [steps[g * run:(g + 1) * run] for g in range(tile // run)]
+        whole = []
+        for ts in runs:  # each run composed from its latest step to its earliest
+            a, b = sp.Integer(0), sp.Integer(1)
+            for t in reversed(ts):
+                a, b = pairs[t][0] + pairs[t][1] * a, pairs[t][1] * b
+            whole.append((a, b))
+        entering, x = [], carry  # the forward scan across runs, applied to the carry
+        for a, b in whole:
+            entering.append(x)
+            x = a + b * x
+        value, later = {}, {}
+        for ts, x in zip(runs, entering):
+            for t in reversed(ts):
+                later[t] = x
+                x = pairs[t][0] + pairs[t][1] * x
+                value[t] = x
+        return value, later
+
+    for k in range(n):
+        first = (n - 1 - k) * tile
+        steps = [first + (tile // run - 1 - p // run) * run + p % run for p in range(tile)]
+        mask = {t: m[t] if t < T else 0 for t in steps}
+        seen_at = {t: (mask[t] * V[t] if t < T else 0, 1 - mask[t]) for t in steps}
+        X, nxt = scan(seen_at, steps, seen)
+        pairs = {t: (mask[t] * (r[t] + gamma * nxt[t] - V[t]) if t < T else 0,
+                     mask[t] * gamma * lam + 1 - mask[t]) for t in steps}
+        A, _ = scan(pairs, steps, adv)
+        for t in steps:
+            if t < T:
+                out[t] = A[t]
+        seen, adv = X[steps[leaving]], A[steps[leaving]]
+    return out
+
+
+def _runs(T: int) -> bool:
+    data = window_data(T)
+    want = two_scans(data)
+    return all(all_equal(runs_walk(data, tile, run), want)
+               for tile in (2, 4, 8) for run in (1, 2, 4) if run <= tile)
+
+
 def _fused(T: int) -> bool:
     data = window_data(T)
     want = two_scans(data)
@@ -138,4 +196,7 @@ IDENTITIES = [
     *(Identity(f"masked_gae.fused_kernel[T={T}]", partial(_fused, T),
                "the fused kernel's tile walk = the two scans, every tile size, masks symbolic")
       for T in LENGTHS),
+    *(Identity(f"masked_gae.runs_walk[T={T}]", partial(_runs, T),
+               "the fused kernel's walk in runs (tiles of 2-8 steps, runs of 1-4) = the two "
+               "scans, masks symbolic") for T in LENGTHS),
 ]

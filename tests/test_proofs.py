@@ -128,6 +128,15 @@ def test_broken_fused_walk_is_reported(monkeypatch):
     assert evaluate(found["masked_gae.fused_kernel[T=1]"])[0]
 
 
+def test_broken_runs_walk_is_reported(monkeypatch):
+    """Carrying on the latest run's first column instead of the earliest step breaks the walk
+    in runs wherever a row spans tiles of several runs; a one-tile row does not show it."""
+    monkeypatch.setattr(masked_gae, "runs_walk", partial(masked_gae.runs_walk, leaving=0))
+    found = {x.name: x for x in masked_gae.IDENTITIES}
+    assert not evaluate(found["masked_gae.runs_walk[T=3]"])[0]
+    assert evaluate(found["masked_gae.runs_walk[T=1]"])[0]
+
+
 def test_runner_reports_failures_and_crashes():
     out = io.StringIO()
     failures = run([Identity("holds", lambda: True), Identity("false", lambda: False),
