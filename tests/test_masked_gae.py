@@ -154,7 +154,8 @@ def test_fused_kernel_where_the_kernels_run(case, backend, monkeypatch):
     assert_close(case, got, want, TOL[torch.float32])
 
 
-@pytest.mark.parametrize("walk", ["lanes", "runs", "runs_prefetch", "lanes_prefetch"])
+@pytest.mark.parametrize("walk", ["lanes", "runs", "runs_prefetch", "lanes_prefetch",
+                                  "runs_split", "lanes_prefetch_split"])
 @pytest.mark.parametrize("N,T,layout,dtype", [
     (3, 70, "NT", torch.float32), (1, 1, "NT", torch.float32), (5, 333, "NT", torch.float32),
     (2, 200, "NT", torch.bfloat16), (2, 90, "NT", torch.float64), (1, 257, "NT", torch.float16),
@@ -164,7 +165,8 @@ def test_every_tile_walk_of_the_fused_kernel(N, T, layout, dtype, walk, backend)
     """The fused kernel's walks, forced on tiles of a few dozen steps so rows span several:
     lanes latest step first (values and mask read again a step later) and runs of one 16-byte
     load's steps (the next value from the scan's shifted tile, runs of 2, 4 or 8 by dtype),
-    each with and without the next tile's loads in flight."""
+    each with and without the next tile's loads in flight; and time split into segments of one
+    or two tiles (each segment's map, then the later maps applied and the segment scanned)."""
     r, v, m, last = inputs(N, T, N * T, device=device_of(backend), dtype=dtype)
     m = m.bool()
     want = ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last)
@@ -173,20 +175,26 @@ def test_every_tile_walk_of_the_fused_kernel(N, T, layout, dtype, walk, backend)
         args, axis = (*(x.t().contiguous() for x in (r, v, m)), last), 0
     rows = MG.L.rows_of(axis, rewards=args[0], values=args[1], mask=args[2])
     flip = 1 if walk.startswith("lanes") else MG.run_length(32, r.element_size(), False)
-    tile = (2, 32, 1, flip, walk.endswith("prefetch"))
+    seg_tiles = (1 if walk.startswith("runs") else 2) if walk.endswith("split") else 0
+    tile = (2, 32, 1, flip, "prefetch" in walk, seg_tiles)
     got = MG.fused_masked_gae(args, rows, tile, GAMMA, LAMBDA, axis, dtype)
     assert got.dtype == dtype and got.stride() == args[0].stride()
     assert_close(walk, got.t() if layout == "TN" else got, want, TOL[dtype])
 
 
-def test_rows_of_many_tiles_and_gradients_take_the_two_scans(backend, monkeypatch):
+def test_rows_of_many_tiles_split_time_and_gradients_take_the_two_scans(backend, monkeypatch):
     """Rows of more tiles than their programs walk fast (batch-major rows of 1024-step tiles,
-    time-major ones of 16) and calls that need a gradient go through the engine's two
-    scans."""
-    monkeypatch.setattr(MG, "fused_masked_gae", _refuse)
+    time-major ones of 16) split time across programs (two launches, no two scans); calls that
+    need a gradient go through the engine's two scans."""
+    if backend != "torch":
+        monkeypatch.setattr(MG, "two_scans", _refuse)
     monkeypatch.setattr(MG, "FEW_TILES", 1)
     monkeypatch.setattr(MG, "MAX_TILES", 1)
-    r, v, m, last = inputs(2, 1100, 13, device=device_of(backend))
+    grids = []
+    launch = MG.MaskedLaunch.__call__
+    monkeypatch.setattr(MG.MaskedLaunch, "__call__",
+                        lambda self, pointers: grids.append(self.grid3) or launch(self, pointers))
+    r, v, m, last = inputs(2, 2100, 13, device=device_of(backend))
     assert_close("long", P.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last),
                  ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last), TOL[torch.float32])
     tm = [x[:, :40].t().contiguous() for x in (r, v, m)]
@@ -194,11 +202,23 @@ def test_rows_of_many_tiles_and_gradients_take_the_two_scans(backend, monkeypatc
     assert_close("time-major", got, ref.compute_masked_gae(r[:, :40], v[:, :40], m[:, :40],
                                                            GAMMA, LAMBDA, last),
                  TOL[torch.float32])
+    if backend != "torch":  # a program a row x 3 segments of one 1024-step tile; 1 x 3 of 16
+        assert grids == [(2, 3, 1), (1, 3, 1)]
     monkeypatch.undo()
     monkeypatch.setattr(MG, "fused_masked_gae", _refuse)
     out = P.compute_masked_gae(r[:, :30], v[:, :30].clone().requires_grad_(), m[:, :30], GAMMA,
                                LAMBDA, last)
     assert out.requires_grad
+
+
+@pytest.mark.parametrize("B, T, layout, seg_tiles", [
+    (64, 1024, "NT", 0), (256, 32768, "NT", 0), (32, 32768, "NT", 2), (1, 32768, "NT", 1),
+    (16, 65536, "NT", 2), (256, 2048, "TN", 1), (4096, 512, "TN", 4)])
+def test_rows_whose_programs_walk_slowly_split_time(B, T, layout, seg_tiles):
+    """Segments of ``seg_tiles`` tiles (0: one a row) for about SPLIT_PROGRAMS programs in all
+    where ``walks_fast`` says the programs would wait on their tiles."""
+    stride = (T, 1) if layout == "NT" else (1, B)
+    assert MG.masked_tile(B, T, stride)[5] == seg_tiles
 
 
 @pytest.mark.parametrize("tiles, programs, fused", [
@@ -212,20 +232,30 @@ def test_the_fused_kernel_takes_rows_its_programs_walk_fast(tiles, programs, fus
     assert MG.walks_fast(tiles, programs) is fused
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["one_pass", "split"])
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "torch"], indirect=True)
-def test_repeats_take_the_fused_launchs_plan(backend, monkeypatch):
+def test_repeats_take_the_fused_launchs_plan(split, backend, monkeypatch):
     """A call with an earlier fused call's metadata and scalars is served by its launch plan
-    (no checks, no new launch; natively through the op's site on the GPU) and reads its own
-    tensors; other metadata is a miss."""
+    (no checks, no new launch; natively through the op's site on the GPU where it is one pass,
+    two launches where it splits time) and reads its own tensors; other metadata is a miss."""
+    if split:  # 40 steps: three 16-step tiles, a segment each
+        monkeypatch.setattr(MG, "FEW_TILES", 1)
+        monkeypatch.setattr(MG, "MAX_TILES", 1)
+        monkeypatch.setattr(MG, "TIME_MAJOR_TILE", (64, 16))
+
+    def lay(x):  # split: time-major [T, N] memory
+        return x.t().contiguous().t() if split else x
+
     first = inputs(6, 40, 20, device=device_of(backend))
-    P.compute_masked_gae(*first[:3], GAMMA, LAMBDA, first[3])
-    P.compute_masked_gae(*first[:3], GAMMA, LAMBDA, first[3])  # on the GPU: goes native
+    P.compute_masked_gae(*map(lay, first[:3]), GAMMA, LAMBDA, first[3])
+    P.compute_masked_gae(*map(lay, first[:3]), GAMMA, LAMBDA, first[3])  # on the GPU: native
     monkeypatch.setattr(MG, "fused_masked_gae", _refuse)
     monkeypatch.setattr(MG.L, "check_tensor", _refuse)
     r, v, m, last = inputs(6, 40, 21, device=device_of(backend))
-    got = P.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last)
+    got = P.compute_masked_gae(lay(r), lay(v), lay(m), GAMMA, LAMBDA, last)
     assert_close("planned", got, ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last),
                  TOL[torch.float32])
+    r, v, m = lay(r), lay(v), lay(m)
     for call in (lambda: P.compute_masked_gae(r, v, m, GAMMA, 0.9, last),
                  lambda: P.compute_masked_gae(r[:, :39], v[:, :39], m[:, :39], GAMMA, LAMBDA,
                                               last),
@@ -269,3 +299,16 @@ def test_func_transforms(backend):
     for i in range(3):
         assert_close("vmap", batch[i],
                      ref.compute_masked_gae(stack[i], v, m, GAMMA, LAMBDA, last), 1e-9)
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "torch"], indirect=True)
+def test_the_ab_benchmarks_forced_arms(backend):
+    """``bench.masked_ab``'s forced launches (each walk, and time split) give the loop's
+    answer, so that its timings compare like with like."""
+    from paper_repro.bench.masked_ab import forced
+
+    r, v, m, last = inputs(5, 2100, 30, device=device_of(backend))  # split: 3 segments
+    want = ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last)
+    for kw in ({"flip": 1, "prefetch": False}, {"prefetch": True}, {"split": True}):
+        got = forced((r, v, m, last), 1, torch.float32, gamma=GAMMA, lambda_=LAMBDA, **kw)
+        assert_close(str(kw), got, want, TOL[torch.float32])

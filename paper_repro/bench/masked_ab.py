@@ -7,7 +7,8 @@ replay) and full calls in turn.
 with the largest difference between that arm's output and the two scans'. The forced arms
 (``lanes``: each tile's lanes latest step first, the values and mask read again one step later;
 ``runs``: batch-major tiles as runs of one 16-byte load's steps; ``runs_prefetch``: the next
-tile's loads in flight while this one is scanned) launch the kernel without a plan.
+tile's loads in flight while this one is scanned; ``split``: the shipped walk over segments of
+time, about ``SPLIT_PROGRAMS`` programs, two launches) launch the kernel without a plan.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from paper_repro.bench import timing
 from paper_repro.bench.results import stream_csv
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels import masked_gae as MG
+from paper_repro.kernels._tiles import triton_cdiv
 
 F32, BF16 = torch.float32, torch.bfloat16
 # (envs, steps, layout, dtype): the masked suite's RLHF shapes, then rows of few programs,
@@ -29,22 +31,26 @@ CASES = [(64, 1024, "NT", F32), (256, 2048, "NT", F32), (256, 8192, "NT", F32),
          (16, 65536, "NT", F32), (4096, 128, "NT", F32), (256, 2048, "TN", F32),
          (4096, 128, "TN", F32), (256, 8192, "NT", BF16), (64, 1024, "NT", BF16),
          (256, 16384, "NT", F32), (256, 32768, "NT", F32), (1024, 256, "TN", F32),
-         (4096, 512, "TN", F32)]
+         (4096, 512, "TN", F32), (4, 131072, "NT", F32), (512, 4096, "NT", F32)]
 COLUMNS = ["num_envs", "seq_len", "layout", "dtype", "arm", "device_us", "full_call_us",
            "max_abs_diff"]
 
 
-def forced(args: tuple, axis: int, dtype, flip=None, prefetch=None):
+def forced(args: tuple, axis: int, dtype, flip=None, prefetch=None, split=False,
+           gamma=1.0, lambda_=0.95):
     """The fused kernel on ``args`` at ``masked_tile``'s tile, its FLIP and PREFETCH replaced
-    where given (time-major tiles keep lanes), launched without a plan."""
+    where given (time-major tiles keep lanes), walking whole rows or (``split``) splitting time
+    for about ``SPLIT_PROGRAMS`` programs, launched without a plan."""
     rows = L.rows_of(axis, rewards=args[0], values=args[1], mask=args[2])
-    block_b, block_t, warps, flip0, prefetch0 = MG.masked_tile(rows.B, rows.T, rows.stride,
-                                                               args[0].element_size())
+    block_b, block_t, warps, flip0, prefetch0, _ = MG.masked_tile(
+        rows.B, rows.T, rows.stride, args[0].element_size())
     if flip0 == 1:
         flip = 1
+    programs = triton_cdiv(rows.B, block_b)
+    seg_tiles = triton_cdiv(triton_cdiv(rows.T, block_t), max(1, MG.SPLIT_PROGRAMS // programs))
     tile = (block_b, block_t, warps, flip0 if flip is None else flip,
-            prefetch0 if prefetch is None else prefetch)
-    return MG.fused_masked_gae(args, rows, tile, 1.0, 0.95, axis, dtype)
+            prefetch0 if prefetch is None else prefetch, seg_tiles if split else 0)
+    return MG.fused_masked_gae(args, rows, tile, gamma, lambda_, axis, dtype)
 
 
 def arms(num_envs: int, seq_len: int, layout: str, dtype) -> dict:
@@ -62,6 +68,7 @@ def arms(num_envs: int, seq_len: int, layout: str, dtype) -> dict:
             "lanes": lambda: forced(args, axis, dtype, flip=1, prefetch=False),
             "runs": lambda: forced(args, axis, dtype, prefetch=False),
             "runs_prefetch": lambda: forced(args, axis, dtype, prefetch=True),
+            "split": lambda: forced(args, axis, dtype, split=True),
             "two_scans": lambda: MG.two_scans(r, v, m, 1.0, 0.95, last, axis, dtype)}
 
 

@@ -19,6 +19,7 @@ from paper_repro.kernels.affine_scan import (
     next_tile,
     row_block,
     scan_runs,
+    segment_chunks,
     store_tile,
     tile_offsets,
 )
@@ -31,6 +32,7 @@ from paper_repro.kernels.affine_scan import (
 FEW_TILES, MAX_TILES, SOME_PROGRAMS, MANY_PROGRAMS = 8, 16, 64, 256
 TIME_MAJOR_TILE = (64, 16)  # (rows, steps): a warp's loads run along the envs
 PREFETCH = True  # batch-major: the next tile's loads in flight during this one's scans
+SPLIT_PROGRAMS = 512  # rows split in time: segments enough for ~4 programs an SM
 
 
 def compute_masked_gae(rewards, values, mask, gamma, lambda_, last_value=None, *, time_dim=-1):
@@ -79,9 +81,8 @@ def compute_masked_gae(rewards, values, mask, gamma, lambda_, last_value=None, *
     if not L.needs_dispatch(rewards, values, mask, last_value) and L.use_triton(rewards):
         rows = L.rows_of(axis, rewards=rewards, values=values, mask=mask)
         tile = masked_tile(rows.B, rows.T, rows.stride, rewards.element_size())
-        if walks_fast(triton_cdiv(rows.T, tile[1]), triton_cdiv(rows.B, tile[0])):
-            return P.recorded(key, fused_masked_gae, args, rows, tile, gamma, lambda_, axis,
-                              out_dtype)
+        return P.recorded(key, fused_masked_gae, args, rows, tile, gamma, lambda_, axis,
+                          out_dtype)
     return two_scans(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype)
 
 
@@ -107,14 +108,19 @@ def two_scans(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype
 
 def fused_masked_gae(args: tuple, rows, tile: tuple, gamma, lambda_, axis, out_dtype):
     """One launch on ``rows`` (``L.rows_of`` of rewards, values and mask of ``args``) in
-    ``tile`` (``masked_tile``): both recurrences scanned together, the output laid out like the
-    rewards. The launch is the plan of the call being recorded, if any (``_plan.launch``)."""
+    ``tile`` (``masked_tile``), two where it splits time: both recurrences scanned together,
+    the output laid out like the rewards. The launch is the plan of the call being recorded,
+    if any (``_plan.launch``)."""
     out = L.Output(args[0], axis, out_dtype, rows)
     last = L.vector_rows(args[3], rows.B)
-    block_b, block_t, warps, flip, prefetch = tile
-    job = MaskedLaunch(triton_cdiv(rows.B, block_b), warps, args[0].device, (
-        rows.B, rows.T, *rows.stride, *out.rows.stride(), *L.scalar_pairs(gamma, gamma * lambda_),
-        last is not None, TL_ACC[L.acc_dtype(out_dtype)], block_b, block_t, flip, prefetch))
+    block_b, block_t, warps, flip, prefetch, seg_tiles = tile
+    seg_len = seg_tiles * block_t if seg_tiles else triton_cdiv(rows.T, block_t) * block_t
+    acc = L.acc_dtype(out_dtype)
+    job = MaskedLaunch(triton_cdiv(rows.B, block_b), triton_cdiv(rows.T, seg_len), warps,
+                       args[0].device, acc, (
+                           rows.B, rows.T, triton_cdiv(rows.T, seg_len), seg_len, *rows.stride,
+                           *out.rows.stride(), *L.scalar_pairs(gamma, gamma * lambda_),
+                           last is not None, TL_ACC[acc]), (block_b, block_t, flip, prefetch))
     t = rows.tensors
     P.launch(job, (t["rewards"], t["values"], t["mask"], out.rows if last is None else last,
                    out.rows), args, (out,))
@@ -124,11 +130,16 @@ def fused_masked_gae(args: tuple, rows, tile: tuple, gamma, lambda_, axis, out_d
 class MaskedLaunch:
     """The fused launch in the engine's plan protocol (``affine_scan.Launch``): called on its
     pointers (the inputs' and the output's rows, the last value or the output in its place),
-    or repeated on their addresses; ``rest`` are the kernel's other parameters."""
+    or repeated on their addresses where it is one pass. The kernel's other parameters are
+    ``head``, its PHASE, then ``tail``; with ``n_seg`` > 1 segments a row, PHASE 1 stores the
+    segments' maps in a scratch of five ``[B, n_seg]`` planes and PHASE 2 scans."""
 
-    def __init__(self, programs: int, num_warps: int, device, rest: tuple):
-        self.grid3, self.num_warps, self.device, self.rest = (programs, 1, 1), num_warps, \
-            device, rest
+    def __init__(self, programs: int, n_seg: int, num_warps: int, device, acc, head: tuple,
+                 tail: tuple):
+        self.grid3, self.num_warps, self.device, self.acc = (programs, n_seg, 1), num_warps, \
+            device, acc
+        self.head, self.tail = head, tail
+        self.rest = (*head, 0, *tail) if n_seg == 1 else None  # the one-pass launch's
         self.cuda_index = device.index if device.type == "cuda" else None
         self.launchers = {}  # direct launchers by device and pointer alignment
 
@@ -136,35 +147,56 @@ class MaskedLaunch:
         if self.cuda_index is not None and self.cuda_index != D.current_device():
             with torch.cuda.device(self.device):  # Triton launches on the current device
                 return self(pointers)
-        D.run_bound(self.launchers, masked_gae_kernel, self.grid3[:1], self.num_warps,
-                    (*L.with_unread_scratch(pointers), *self.rest), len(pointers) + 2)
+        n = len(pointers) + 2
+        if self.rest is not None:
+            D.run_bound(self.launchers, masked_gae_kernel, self.grid3[:1], self.num_warps,
+                        (*L.with_unread_scratch(pointers), *self.rest), n)
+            return
+        programs, n_seg, _ = self.grid3
+        agg = torch.empty(5 * self.head[0] * n_seg, dtype=self.acc, device=self.device)
+        for phase in (1, 2):
+            D.run(masked_gae_kernel, self.grid3[:2], self.num_warps,
+                  (*pointers, agg, agg, *self.head, phase, *self.tail), n)
 
     def launch_pointers(self, pointers: tuple) -> bool:
-        """A repeat on the tensors' addresses; False where it must go through ``__call__``."""
+        """A repeat on the tensors' addresses; False where it must go through ``__call__``
+        (a first launch, a split)."""
+        if self.rest is None:
+            return False
         return D.launch_pointers(self.launchers, self.grid3, L.with_unread_scratch(pointers),
                                  self.rest)
 
     def launch_values(self, pointers: tuple):
         """``(compiled kernel, grid, every parameter)`` of ``launch_pointers``' launch."""
+        if self.rest is None:
+            return None
         pointers = L.with_unread_scratch(pointers)
         compiled = D.compiled_for(self.launchers, pointers)
         return None if compiled is None else (compiled, self.grid3, (*pointers, *self.rest))
 
 
 def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4) -> tuple:
-    """``(BLOCK_B, BLOCK_T, num_warps, FLIP, PREFETCH)``: time-major rows in tiles across the
-    envs, lanes latest step first; others walk up to 1024 steps a tile, as runs of one 16-byte
-    load's steps (``itemsize``: bytes of a reward), as many rows a program as keep ~2 programs
-    an SM busy, the next tile loaded while this one is scanned."""
+    """``(BLOCK_B, BLOCK_T, num_warps, FLIP, PREFETCH, seg_tiles)``: time-major rows in tiles
+    across the envs, lanes latest step first; others walk up to 1024 steps a tile, as runs of
+    one 16-byte load's steps (``itemsize``: bytes of a reward), as many rows a program as keep
+    ~2 programs an SM busy, the next tile loaded while this one is scanned. Rows whose
+    programs would not walk fast (``walks_fast``) split time into segments of ``seg_tiles``
+    tiles (0: one segment a row), about SPLIT_PROGRAMS programs in all."""
     if L.is_time_major(stride):
         block_b, block_t = TIME_MAJOR_TILE
-        return min(block_b, _pow2(B)), block_t, 4, 1, False
-    block_t = max(16, min(_pow2(T), 1024))
-    block_b = max(1, min(_pow2(B), 2048 // block_t))
-    while block_b > 1 and triton_cdiv(B, block_b) < 264:
-        block_b //= 2
-    warps = max(1, min(8, block_b * block_t // 256))
-    return block_b, block_t, warps, run_length(block_t, itemsize, False), PREFETCH
+        block_b = min(block_b, _pow2(B))
+        warps, flip, prefetch = 4, 1, False
+    else:
+        block_t = max(16, min(_pow2(T), 1024))
+        block_b = max(1, min(_pow2(B), 2048 // block_t))
+        while block_b > 1 and triton_cdiv(B, block_b) < 264:
+            block_b //= 2
+        warps = max(1, min(8, block_b * block_t // 256))
+        flip, prefetch = run_length(block_t, itemsize, False), PREFETCH
+    tiles, programs = triton_cdiv(T, block_t), triton_cdiv(B, block_b)
+    seg_tiles = 0 if walks_fast(tiles, programs) else \
+        triton_cdiv(tiles, max(1, SPLIT_PROGRAMS // programs))
+    return block_b, block_t, warps, flip, prefetch, seg_tiles
 
 
 @triton.jit
@@ -190,19 +222,97 @@ def _load_tile(r_ptr, v_ptr, m_ptr, at, ok, ahead, stride_t, FLIP: tl.constexpr)
 
 
 @triton.jit
+def _scan_next(alpha, beta, seen, rows, row_ok, pid, B, BLOCK_T: tl.constexpr,
+               FLIP: tl.constexpr):
+    """``(V', carry)``: runs scan ``X_t`` from the tile itself (alpha = m V, beta = 1 - m) and
+    take ``X_{t+1}`` from the shifted tile; lanes scan the inputs one step later, whose scan
+    is ``X_{t+1}`` itself. The carry is the value at the tile's earliest column. (No
+    look-back here: ``scan_runs``' link pointers are never read.)"""
+    if FLIP > 1:
+        _, carry, _, nxt = scan_runs(alpha, beta, seen, rows, rows, rows, row_ok, pid, 0, B, 1,
+                                     0, BLOCK_T, FLIP, False, True)
+    else:
+        keep, take = tl.associative_scan((beta, alpha), 1, _compose)
+        nxt = keep * seen[:, None] + take
+        carry = column(nxt, BLOCK_T - 1, BLOCK_T)
+    return nxt, carry
+
+
+@triton.jit
+def _scan_adv(alpha, beta, adv, rows, row_ok, pid, B, BLOCK_T: tl.constexpr,
+              FLIP: tl.constexpr):
+    """``(A, carry)``: the advantages' scan of the tile entered with ``adv``."""
+    if FLIP > 1:
+        out, carry, _, _ = scan_runs(alpha, beta, adv, rows, rows, rows, row_ok, pid, 0, B, 1, 0,
+                                     BLOCK_T, FLIP, False, True)
+    else:
+        keep, take = tl.associative_scan((beta, alpha), 1, _compose)
+        out = keep * adv[:, None] + take
+        carry = column(out, BLOCK_T - 1, BLOCK_T)
+    return out, carry
+
+
+@triton.jit
+def _then(s0, s1, a0, a1, a2, q0, q1, c0, c1, c2):
+    # Segment maps X -> s1 X + s0, A -> a1 A + a2 X + a0 (X, A entering at the segment's end);
+    # the left one is applied first (the later segment), then the right one.
+    return (q1 * s0 + q0, q1 * s1, c1 * a0 + c2 * s0 + c0, c1 * a1, c1 * a2 + c2 * s1)
+
+
+@triton.jit
+def _times(x, y):
+    return x * y
+
+
+@triton.jit
+def _entering(agg_ptr, rows, row_ok, B, n_seg, pid_s, last, ACC: tl.constexpr,
+              BLOCK_B: tl.constexpr):
+    """``(X, A)`` entering this segment at its end (PHASE 2): the later segments' maps
+    (PHASE 1's ``agg_ptr``, five planes of ``[B, n_seg]``), latest first, applied to
+    ``(last, 0)``, a window of 32 at a time so their loads are in flight together."""
+    W: tl.constexpr = 32
+    i = tl.arange(0, W)
+    plane = B * n_seg
+    one = tl.full([BLOCK_B], 1.0, ACC)
+    zero = tl.zeros([BLOCK_B], ACC)
+    s0, s1, a0, a1, a2 = zero, one, zero, one, zero
+    count = n_seg - 1 - pid_s
+    for w in range(0, count, W):
+        here = (w + i < count)[:, None] & row_ok[None, :]
+        at = agg_ptr + rows[None, :] * n_seg + (n_seg - 1 - w - i)[:, None]
+        q0 = tl.load(at, mask=here, other=0.0)
+        q1 = tl.load(at + plane, mask=here, other=1.0)
+        c0 = tl.load(at + 2 * plane, mask=here, other=0.0)
+        c1 = tl.load(at + 3 * plane, mask=here, other=1.0)
+        c2 = tl.load(at + 4 * plane, mask=here, other=0.0)
+        q0, q1, c0, c1, c2 = tl.associative_scan((q0, q1, c0, c1, c2), 0, _then)
+        whole = (i == W - 1)[:, None]
+        s0, s1, a0, a1, a2 = _then(s0, s1, a0, a1, a2, tl.sum(tl.where(whole, q0, 0.0), 0),
+                                   tl.sum(tl.where(whole, q1, 0.0), 0),
+                                   tl.sum(tl.where(whole, c0, 0.0), 0),
+                                   tl.sum(tl.where(whole, c1, 0.0), 0),
+                                   tl.sum(tl.where(whole, c2, 0.0), 0))
+    return s1 * last + s0, a2 * last + a0
+
+
+@triton.jit
 def masked_gae_kernel(r_ptr, v_ptr, m_ptr, last_ptr, out_ptr, agg_ptr, status_ptr, B, T,
-                      stride_b, stride_t, out_stride_b, out_stride_t, gamma, gamma_lo, decay,
-                      decay_lo,
-                      HAS_LAST: tl.constexpr, ACC: tl.constexpr, BLOCK_B: tl.constexpr,
-                      BLOCK_T: tl.constexpr, FLIP: tl.constexpr, PREFETCH: tl.constexpr):
-    """Rows ``[B, T]`` walked from the last tile to the first: ``X`` (the next unmasked value,
-    carried as ``seen``), then the advantages (carried as ``adv``), each by a forward scan that
-    runs backward in time. ``FLIP`` > 1: the tile as runs of FLIP ascending steps, latest run
-    first (the engine's ``scan_runs``; loads stay vectorised, ``X_{t+1}`` comes from the scan);
-    1: lanes latest step first, ``X_{t+1}`` scanned from the inputs one step later. ``PREFETCH``
-    loads the next tile before this one is scanned. ``agg_ptr`` and ``status_ptr`` are never
-    read (the engine's plans pass two scratch pointers)."""
+                      n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t, gamma,
+                      gamma_lo, decay, decay_lo,
+                      HAS_LAST: tl.constexpr, ACC: tl.constexpr, PHASE: tl.constexpr,
+                      BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, FLIP: tl.constexpr,
+                      PREFETCH: tl.constexpr):
+    """Rows ``[B, T]``, each program's segment of ``seg_len`` steps walked from its last tile
+    to its first: ``X`` (the next unmasked value, carried as ``seen``), then the advantages
+    (carried as ``adv``), each by a forward scan that runs backward in time. ``FLIP`` > 1: the
+    tile as runs of FLIP ascending steps, latest run first (the engine's ``scan_runs``; loads
+    stay vectorised, ``X_{t+1}`` comes from the scan); 1: lanes latest step first, ``X_{t+1}``
+    scanned from the inputs one step later. ``PREFETCH`` loads the next tile before this one
+    is scanned. PHASE 0: one segment a row. With time split (grid ``[row blocks, n_seg]``),
+    PHASE 1 stores each segment's map of the values entering its end (``_then``) in
+    ``agg_ptr``, and PHASE 2 applies the later segments' maps, then walks its own."""
     pid = tl.program_id(0)
+    pid_s = tl.program_id(1)
     rows, row_ok = row_block(pid, B, BLOCK_B)
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     gl = tl.cast(decay, ACC) + tl.cast(decay_lo, ACC)
@@ -210,41 +320,60 @@ def masked_gae_kernel(r_ptr, v_ptr, m_ptr, last_ptr, out_ptr, agg_ptr, status_pt
     if HAS_LAST:
         seen = tl.load(last_ptr + rows, mask=row_ok, other=0.0).to(ACC)
     adv = tl.zeros([BLOCK_B], ACC)
-    n_tiles = tl.cdiv(T, BLOCK_T)
-    t, ok, at = tile_offsets(0, 0, n_tiles, rows, row_ok, T, stride_b, stride_t, BLOCK_T, True,
-                             FLIP, False)
+    # PHASE 1 carries the map's coefficients: X = seen + seen_x X_in,
+    # A = adv + adv_a A_in + adv_x X_in
+    seen_x = tl.full([BLOCK_B], 1.0, ACC)
+    adv_a = seen_x
+    adv_x = adv
+    if PHASE == 1:
+        seen = adv
+    if PHASE == 2:
+        seen, adv = _entering(agg_ptr, rows, row_ok, B, n_seg, pid_s, seen, ACC, BLOCK_B)
+    t_begin, n_tiles = segment_chunks(pid_s, T, seg_len, BLOCK_T, 0)
+    t, ok, at = tile_offsets(0, t_begin, n_tiles, rows, row_ok, T, stride_b, stride_t, BLOCK_T,
+                             True, FLIP, False)
     r, v, m, v1, m1 = _load_tile(r_ptr, v_ptr, m_ptr, at, ok, ok & (t + 1 < T)[None, :],
                                  stride_t, FLIP)
     for k in range(n_tiles):
-        t, ok, at = tile_offsets(k, 0, n_tiles, rows, row_ok, T, stride_b, stride_t, BLOCK_T,
-                                 True, FLIP, False)
-        t_n, ok_n, at_n = next_tile(k, 0, T, n_tiles, rows, row_ok, T, stride_b, stride_t,
-                                    BLOCK_T, True, FLIP, False)
+        t, ok, at = tile_offsets(k, t_begin, n_tiles, rows, row_ok, T, stride_b, stride_t,
+                                 BLOCK_T, True, FLIP, False)
+        t_n, ok_n, at_n = next_tile(k, t_begin, seg_len, n_tiles, rows, row_ok, T, stride_b,
+                                    stride_t, BLOCK_T, True, FLIP, False)
         if PREFETCH:
             r_n, v_n, m_n, v1_n, m1_n = _load_tile(r_ptr, v_ptr, m_ptr, at_n, ok_n,
                                                    ok_n & (t_n + 1 < T)[None, :], stride_t, FLIP)
         rf, vf, mf = r.to(ACC), v.to(ACC), m.to(ACC)
-        if FLIP > 1:  # X_t by the scan; V'_t = X_{t+1} is its shifted tile
-            _, seen, _, nxt = scan_runs(mf * vf, 1.0 - mf, seen, agg_ptr, status_ptr, rows, row_ok,
-                                        pid, 0, B, 1, 0, BLOCK_T, FLIP, False, True)
+        if FLIP > 1:  # X_t from the tile; the next unmasked value is its shifted tile
+            keep = 1.0 - mf
+            take = mf * vf
         else:  # V'_t = X_{t+1} = m_{t+1} V_{t+1} + (1 - m_{t+1}) X_{t+2}
             m1f = m1.to(ACC)
-            keep, take = tl.associative_scan((1.0 - m1f, m1f * v1.to(ACC)), 1, _compose)
-            nxt = keep * seen[:, None] + take
-            seen = column(nxt, BLOCK_T - 1, BLOCK_T)  # the tile's earliest step: the carry
+            keep = 1.0 - m1f
+            take = m1f * v1.to(ACC)
+        nxt, seen_out = _scan_next(take, keep, seen, rows, row_ok, pid, B, BLOCK_T, FLIP)
         # padded steps hold m = 0: the identity (alpha 0, beta 1) in both scans
         alpha = mf * (rf + g * nxt - vf)
         beta = mf * gl + 1.0 - mf
-        if FLIP > 1:
-            out, adv, _, _ = scan_runs(alpha, beta, adv, agg_ptr, status_ptr, rows, row_ok, pid,
-                                       0, B, 1, 0, BLOCK_T, FLIP, False, True)
+        out, adv = _scan_adv(alpha, beta, adv, rows, row_ok, pid, B, BLOCK_T, FLIP)
+        if PHASE == 1:  # the same scans of the coefficients of X_in; A_in's is a product
+            nxt_x, seen_x = _scan_next(tl.zeros_like(take), keep, seen_x, rows, row_ok, pid, B,
+                                       BLOCK_T, FLIP)
+            _, adv_x = _scan_adv(mf * g * nxt_x, beta, adv_x, rows, row_ok, pid, B, BLOCK_T,
+                                 FLIP)
+            adv_a = adv_a * tl.reduce(beta, 1, _times)
         else:
-            keep, take = tl.associative_scan((beta, alpha), 1, _compose)
-            out = keep * adv[:, None] + take
-            adv = column(out, BLOCK_T - 1, BLOCK_T)
-        store_tile(out_ptr, out, rows, t, ok, out_stride_b, out_stride_t)
+            store_tile(out_ptr, out, rows, t, ok, out_stride_b, out_stride_t)
+        seen = seen_out
         if PREFETCH:
             r, v, m, v1, m1 = r_n, v_n, m_n, v1_n, m1_n
         else:
             r, v, m, v1, m1 = _load_tile(r_ptr, v_ptr, m_ptr, at_n, ok_n,
                                          ok_n & (t_n + 1 < T)[None, :], stride_t, FLIP)
+    if PHASE == 1:
+        mine = agg_ptr + rows * n_seg + pid_s
+        plane = B * n_seg
+        tl.store(mine, seen, mask=row_ok)
+        tl.store(mine + plane, seen_x, mask=row_ok)
+        tl.store(mine + 2 * plane, adv, mask=row_ok)
+        tl.store(mine + 3 * plane, adv_a, mask=row_ok)
+        tl.store(mine + 4 * plane, adv_x, mask=row_ok)
