@@ -4,7 +4,8 @@ value), and the advantage A_t = m_t (r_t + gamma X_{t+1} - V_t) + (m_t gamma lam
 A_{t+1} with A_T = 0. Proved equal to GAE over the unmasked steps alone (masked steps holding the
 next unmasked step's advantage) and, for symbolic masks, to verl's loop; and the fused kernel's
 walks (tiles from the last, lanes latest step first or runs of ascending steps latest run
-first, two forward scans a tile) equal to the two scans."""
+first, two forward scans a tile), whole or with time split into segments whose maps are
+composed, equal to the two scans."""
 from __future__ import annotations
 
 import itertools
@@ -74,77 +75,131 @@ def inclusive(pairs: list) -> list:
     return out
 
 
-def fused_tiles(data: dict, tile: int, carry_lane: int = -1) -> list:
-    """``masked_gae_kernel``'s walk: tiles of ``tile`` steps from the last, each tile's lanes
-    latest step first. A scan of the shifted pairs (1 - m_{t+1}, m_{t+1} V_{t+1}) (the identity
-    past the row) applied to the carried X gives V'_t = X_{t+1}; a scan of (beta_t, alpha_t)
-    applied to the carried A gives the advantages; the lane ``carry_lane`` (the kernel's: the
-    tile's earliest step) carries both on."""
+def _lanes_tile(data: dict, steps: list, seen, adv, carry_lane: int):
+    """One tile of lanes latest step first: a scan of the shifted pairs (1 - m_{t+1},
+    m_{t+1} V_{t+1}) (the identity past the row) applied to the carried X gives V'_t =
+    X_{t+1}; a scan of (beta_t, alpha_t) applied to the carried A gives the advantages; the
+    lane ``carry_lane`` carries both on."""
     T = len(data["r"])
     r, V, m = (data[name] for name in ("r", "V", "m"))
-    seen, adv, out = L, sp.Integer(0), [None] * T
-    for start in range(T - 1, -1, -tile):
-        steps = [t for t in range(start, start - tile, -1) if t >= 0]
-        shifted = [(1 - m[t + 1], m[t + 1] * V[t + 1]) if t + 1 < T else (1, 0) for t in steps]
-        nxt = [a * seen + b for a, b in inclusive(shifted)]
-        pairs = [(m[t] * gamma * lam + 1 - m[t], m[t] * (r[t] + gamma * x - V[t]))
-                 for t, x in zip(steps, nxt)]
-        advantages = [a * adv + b for a, b in inclusive(pairs)]
-        for t, value in zip(steps, advantages):
-            out[t] = value
-        seen, adv = nxt[carry_lane], advantages[carry_lane]
-    return out
+    shifted = [(1 - m[t + 1], m[t + 1] * V[t + 1]) if t + 1 < T else (1, 0) for t in steps]
+    nxt = [a * seen + b for a, b in inclusive(shifted)]
+    pairs = [(m[t] * gamma * lam + 1 - m[t], m[t] * (r[t] + gamma * x - V[t]))
+             for t, x in zip(steps, nxt)]
+    advantages = [a * adv + b for a, b in inclusive(pairs)]
+    return dict(zip(steps, advantages)), nxt[carry_lane], advantages[carry_lane]
+
+
+def _runs_scan(pairs: dict, steps: list, run: int, carry):
+    """``scan_runs``: columns ``steps`` (runs of ``run`` ascending steps, latest run first),
+    pairs[t] = (alpha, beta) with A_t = alpha + beta A_{t+1}. Each run composed latest step
+    first, the runs' compositions scanned forward from ``carry``, each step solved from the
+    value entering its run. Returns each step's value and the value entering it."""
+    runs = [steps[g * run:(g + 1) * run] for g in range(len(steps) // run)]
+    whole = []
+    for ts in runs:
+        a, b = sp.Integer(0), sp.Integer(1)
+        for t in reversed(ts):
+            a, b = pairs[t][0] + pairs[t][1] * a, pairs[t][1] * b
+        whole.append((a, b))
+    entering, x = [], carry
+    for a, b in whole:
+        entering.append(x)
+        x = a + b * x
+    value, later = {}, {}
+    for ts, x in zip(runs, entering):
+        for t in reversed(ts):
+            later[t] = x
+            x = pairs[t][0] + pairs[t][1] * x
+            value[t] = x
+    return value, later
+
+
+def _runs_tile(data: dict, steps: list, run: int, seen, adv, leaving: int):
+    """One tile held as runs: ``X_t`` scanned from the tile itself, the value entering each
+    step its V'_t; padded steps (m = 0) the identity; column ``leaving`` carries both on."""
+    T = len(data["r"])
+    r, V, m = (data[name] for name in ("r", "V", "m"))
+    mask = {t: m[t] if t < T else 0 for t in steps}
+    X, nxt = _runs_scan({t: (mask[t] * V[t] if t < T else 0, 1 - mask[t]) for t in steps},
+                        steps, run, seen)
+    pairs = {t: (mask[t] * (r[t] + gamma * nxt[t] - V[t]) if t < T else 0,
+                 mask[t] * gamma * lam + 1 - mask[t]) for t in steps}
+    A, _ = _runs_scan(pairs, steps, run, adv)
+    return {t: A[t] for t in steps if t < T}, X[steps[leaving]], A[steps[leaving]]
+
+
+def walk_segment(data: dict, lo: int, hi: int, tile: int, run: int, seen, adv,
+                 leaving: int | None = None) -> tuple:
+    """``masked_gae_kernel``'s walk of the steps [lo, hi) entered with (``seen``, ``adv``):
+    tiles on the grid of ``tile`` steps from ``lo``, the last first (``chunk_times``). ``run``
+    0: lanes latest step first (FLIP 1), the carried X being X_{t+1} of the tile's earliest
+    step t; else runs of ``run`` ascending steps, column p holding step ``first + (tile // run
+    - 1 - p // run) * run + p % run``, the carried X being X_t. ``leaving``: the column carried
+    on (the kernel's: the earliest step, tile - run; lanes, tile - 1). Returns (advantages by
+    step, X and A leaving)."""
+    out, n = {}, -(-(hi - lo) // tile)
+    for k in range(n):
+        first = lo + (n - 1 - k) * tile
+        if run:
+            steps = [first + (tile // run - 1 - p // run) * run + p % run for p in range(tile)]
+            done, seen, adv = _runs_tile(data, steps, run, seen, adv,
+                                         tile - run if leaving is None else leaving)
+        else:
+            steps = [t for t in (first + tile - 1 - p for p in range(tile)) if t < hi]
+            done, seen, adv = _lanes_tile(data, steps, seen, adv,
+                                          -1 if leaving is None else leaving)
+        out.update(done)
+    return out, seen, adv
+
+
+def fused_tiles(data: dict, tile: int, carry_lane: int = -1) -> list:
+    """The one-pass walk in lanes latest step first, carrying on lane ``carry_lane`` of each
+    tile's valid steps (the kernel's: -1, the earliest)."""
+    T = len(data["r"])
+    out, _, _ = walk_segment(data, 0, T, tile, 0, L, sp.Integer(0), carry_lane)
+    return [out[t] for t in range(T)]
 
 
 def runs_walk(data: dict, tile: int, run: int, leaving: int | None = None) -> list:
-    """The walk of batch-major tiles held as runs (``masked_gae_kernel`` with FLIP = ``run``):
-    tiles on the grid of ``tile`` steps from the last, padded steps (m = 0) the identity; column
-    p holds step ``first + (tile // run - 1 - p // run) * run + p % run`` (``chunk_times``), so
-    that column group g is a run of ascending steps, latest run first. Each run is composed
-    latest step first, the runs' compositions scanned forward, each step then solved from the
-    value entering its run; the value entering a step is V'_t for the second scan. Column
-    ``leaving`` (the kernel's: tile - run, the earliest step) carries both values on."""
+    """The one-pass walk of batch-major tiles held as runs (FLIP = ``run``)."""
     T = len(data["r"])
-    r, V, m = (data[name] for name in ("r", "V", "m"))
-    leaving = tile - run if leaving is None else leaving
-    seen, adv, out = L, sp.Integer(0), [None] * T
-    n = -(-T // tile)
+    out, _, _ = walk_segment(data, 0, T, tile, run, L, sp.Integer(0), leaving)
+    return [out[t] for t in range(T)]
 
-    def scan(pairs: dict, steps: list, carry):
-        # pairs[t] = (alpha, beta): A_t = alpha + beta A_{t+1}; steps[p] the column's step
-        runs = [steps[g * run:(g + 1) * run] for g in range(tile // run)]
-        whole = []
-        for ts in runs:  # each run composed from its latest step to its earliest
-            a, b = sp.Integer(0), sp.Integer(1)
-            for t in reversed(ts):
-                a, b = pairs[t][0] + pairs[t][1] * a, pairs[t][1] * b
-            whole.append((a, b))
-        entering, x = [], carry  # the forward scan across runs, applied to the carry
-        for a, b in whole:
-            entering.append(x)
-            x = a + b * x
-        value, later = {}, {}
-        for ts, x in zip(runs, entering):
-            for t in reversed(ts):
-                later[t] = x
-                x = pairs[t][0] + pairs[t][1] * x
-                value[t] = x
-        return value, later
 
-    for k in range(n):
-        first = (n - 1 - k) * tile
-        steps = [first + (tile // run - 1 - p // run) * run + p % run for p in range(tile)]
-        mask = {t: m[t] if t < T else 0 for t in steps}
-        seen_at = {t: (mask[t] * V[t] if t < T else 0, 1 - mask[t]) for t in steps}
-        X, nxt = scan(seen_at, steps, seen)
-        pairs = {t: (mask[t] * (r[t] + gamma * nxt[t] - V[t]) if t < T else 0,
-                     mask[t] * gamma * lam + 1 - mask[t]) for t in steps}
-        A, _ = scan(pairs, steps, adv)
-        for t in steps:
-            if t < T:
-                out[t] = A[t]
-        seen, adv = X[steps[leaving]], A[steps[leaving]]
-    return out
+Xi, Ai = sp.symbols("X_in A_in")  # the values entering a segment at its end
+
+
+def then(p: tuple, q: tuple) -> tuple:
+    """The kernel's ``_then``: segment maps X -> s1 X + s0, A -> a1 A + a2 X + a0 as (s0, s1,
+    a0, a1, a2); ``p`` (the later segment) applied first, then ``q``."""
+    s0, s1, a0, a1, a2 = p
+    q0, q1, c0, c1, c2 = q
+    return (q1 * s0 + q0, q1 * s1, c1 * a0 + c2 * s0 + c0, c1 * a1, c1 * a2 + c2 * s1)
+
+
+def split_walk(data: dict, seg_tiles: int, tile: int, run: int) -> list:
+    """Time split into segments of ``seg_tiles`` tiles: PHASE 1 walks each segment entered
+    with symbols and keeps the five coefficients of what leaves it; PHASE 2 applies the
+    later segments' maps, latest first, to (L, 0) and walks its segment from there."""
+    T = len(data["r"])
+    bounds = [(lo, min(T, lo + seg_tiles * tile)) for lo in range(0, T, seg_tiles * tile)]
+    maps = []
+    for lo, hi in bounds:
+        _, x, a = walk_segment(data, lo, hi, tile, run, Xi, Ai)
+        x, a = sp.expand(x), sp.expand(a)
+        maps.append((x.subs(Xi, 0), x.coeff(Xi), a.subs({Xi: 0, Ai: 0}), a.coeff(Ai),
+                     a.coeff(Xi)))
+    out = {}
+    for j, (lo, hi) in enumerate(bounds):
+        acc = (0, 1, 0, 1, 0)
+        for later in reversed(maps[j + 1:]):
+            acc = then(acc, later)
+        done, _, _ = walk_segment(data, lo, hi, tile, run, acc[1] * L + acc[0],
+                                  acc[4] * L + acc[2])
+        out.update(done)
+    return [out[t] for t in range(T)]
 
 
 def _runs(T: int) -> bool:
@@ -152,6 +207,13 @@ def _runs(T: int) -> bool:
     want = two_scans(data)
     return all(all_equal(runs_walk(data, tile, run), want)
                for tile in (2, 4, 8) for run in (1, 2, 4) if run <= tile)
+
+
+def _split(T: int) -> bool:
+    data = window_data(T)
+    want = two_scans(data)
+    return all(all_equal(split_walk(data, seg_tiles, tile, run), want)
+               for seg_tiles in (1, 2) for tile in (1, 2) for run in (0, 1, 2) if run <= tile)
 
 
 def _fused(T: int) -> bool:
@@ -196,6 +258,10 @@ IDENTITIES = [
     *(Identity(f"masked_gae.fused_kernel[T={T}]", partial(_fused, T),
                "the fused kernel's tile walk = the two scans, every tile size, masks symbolic")
       for T in LENGTHS),
+    *(Identity(f"masked_gae.split[T={T}]", partial(_split, T),
+               "time split into segments: each segment's five-coefficient map, the later maps "
+               "composed (the kernel's _then), each segment walked from there = the two scans, "
+               "lanes and runs, masks symbolic") for T in LENGTHS),
     *(Identity(f"masked_gae.runs_walk[T={T}]", partial(_runs, T),
                "the fused kernel's walk in runs (tiles of 2-8 steps, runs of 1-4) = the two "
                "scans, masks symbolic") for T in LENGTHS),

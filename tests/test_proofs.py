@@ -137,6 +137,16 @@ def test_broken_runs_walk_is_reported(monkeypatch):
     assert evaluate(found["masked_gae.runs_walk[T=1]"])[0]
 
 
+def test_split_maps_composed_out_of_order_are_reported(monkeypatch):
+    """Composing the later segments' maps earliest first breaks the split wherever a segment
+    has two or more after it; with at most one after each, the order does not show."""
+    then = masked_gae.then
+    monkeypatch.setattr(masked_gae, "then", lambda p, q: then(q, p))
+    found = {x.name: x for x in masked_gae.IDENTITIES}
+    assert not evaluate(found["masked_gae.split[T=3]"])[0]
+    assert evaluate(found["masked_gae.split[T=2]"])[0]
+
+
 def test_runner_reports_failures_and_crashes():
     out = io.StringIO()
     failures = run([Identity("holds", lambda: True), Identity("false", lambda: False),
