@@ -120,11 +120,13 @@ def test_broken_masked_gae_is_reported(monkeypatch):
 
 def test_broken_fused_walk_is_reported(monkeypatch):
     """Carrying a tile's latest lane on instead of its earliest breaks the fused kernel's walk
-    wherever a row has more than one tile; a one-tile row does not show it."""
+    wherever a tile of two or more steps precedes another (T = 4 in tiles of 2; tiles sit on
+    the grid from step 0, so at T = 3 the later tile holds one step); a one-tile row does not
+    show it."""
     monkeypatch.setattr(masked_gae, "fused_tiles",
                         partial(masked_gae.fused_tiles, carry_lane=0))
     found = {x.name: x for x in masked_gae.IDENTITIES}
-    assert not evaluate(found["masked_gae.fused_kernel[T=3]"])[0]
+    assert not evaluate(found["masked_gae.fused_kernel[T=4]"])[0]
     assert evaluate(found["masked_gae.fused_kernel[T=1]"])[0]
 
 
