@@ -155,7 +155,8 @@ def test_fused_kernel_where_the_kernels_run(case, backend, monkeypatch):
 
 
 @pytest.mark.parametrize("walk", ["lanes", "runs", "runs_prefetch", "lanes_prefetch",
-                                  "runs_split", "lanes_prefetch_split"])
+                                  "runs_split", "lanes_prefetch_split", "interleaved",
+                                  "interleaved_split"])
 @pytest.mark.parametrize("N,T,layout,dtype", [
     (3, 70, "NT", torch.float32), (1, 1, "NT", torch.float32), (5, 333, "NT", torch.float32),
     (2, 200, "NT", torch.bfloat16), (2, 90, "NT", torch.float64), (1, 257, "NT", torch.float16),
@@ -166,7 +167,8 @@ def test_every_tile_walk_of_the_fused_kernel(N, T, layout, dtype, walk, backend)
     lanes latest step first (values and mask read again a step later) and runs of one 16-byte
     load's steps (the next value from the scan's shifted tile, runs of 2, 4 or 8 by dtype),
     each with and without the next tile's loads in flight; and time split into segments of one
-    or two tiles (each segment's map, then the later maps applied and the segment scanned)."""
+    or two tiles (each segment's map, then the later maps applied and the segment scanned);
+    interleaved runs of 4 (time-major tiles, whose threads hold every G-th column)."""
     r, v, m, last = inputs(N, T, N * T, device=device_of(backend), dtype=dtype)
     m = m.bool()
     want = ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last)
@@ -174,8 +176,9 @@ def test_every_tile_walk_of_the_fused_kernel(N, T, layout, dtype, walk, backend)
     if layout == "TN":
         args, axis = (*(x.t().contiguous() for x in (r, v, m)), last), 0
     rows = MG.L.rows_of(axis, rewards=args[0], values=args[1], mask=args[2])
-    flip = 1 if walk.startswith("lanes") else MG.run_length(32, r.element_size(), False)
-    seg_tiles = (1 if walk.startswith("runs") else 2) if walk.endswith("split") else 0
+    flip = 1 if walk.startswith("lanes") else -4 if walk.startswith("interleaved") else \
+        MG.run_length(32, r.element_size(), False)
+    seg_tiles = (1 if walk.startswith("lanes") else 2) if walk.endswith("split") else 0
     tile = (2, 32, 1, flip, "prefetch" in walk, seg_tiles)
     got = MG.fused_masked_gae(args, rows, tile, GAMMA, LAMBDA, axis, dtype)
     assert got.dtype == dtype and got.stride() == args[0].stride()

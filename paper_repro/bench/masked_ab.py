@@ -1,14 +1,15 @@
-"""Masked GAE's launches in one process: the public call (the fused kernel where its rule
-``walks_fast`` says so, else the two scans; repeats served by its plan), the fused kernel forced
-at any row length in each of its tile walks, and the engine's two scans, device (CUDA-graph
-replay) and full calls in turn.
+"""Masked GAE's launches in one process: the public call (the fused kernel, walking whole rows
+where ``walks_fast`` says so, else splitting time; repeats served by its plan), the fused
+kernel forced in each of its tile walks, and the engine's two scans, device (CUDA-graph replay)
+and full calls in turn.
 
 ``python -m paper_repro.bench.masked_ab [--out FILE]`` (CUDA) writes one row per case and arm,
 with the largest difference between that arm's output and the two scans'. The forced arms
 (``lanes``: each tile's lanes latest step first, the values and mask read again one step later;
 ``runs``: batch-major tiles as runs of one 16-byte load's steps; ``runs_prefetch``: the next
 tile's loads in flight while this one is scanned; ``split``: the shipped walk over segments of
-time, about ``SPLIT_PROGRAMS`` programs, two launches) launch the kernel without a plan.
+time, about ``SPLIT_PROGRAMS`` programs, two launches; time-major ``interleaved``: 16 x 128
+tiles in interleaved runs of 4) launch the kernel without a plan.
 """
 from __future__ import annotations
 
@@ -69,7 +70,20 @@ def arms(num_envs: int, seq_len: int, layout: str, dtype) -> dict:
             "runs": lambda: forced(args, axis, dtype, prefetch=False),
             "runs_prefetch": lambda: forced(args, axis, dtype, prefetch=True),
             "split": lambda: forced(args, axis, dtype, split=True),
-            "two_scans": lambda: MG.two_scans(r, v, m, 1.0, 0.95, last, axis, dtype)}
+            "two_scans": lambda: MG.two_scans(r, v, m, 1.0, 0.95, last, axis, dtype),
+            **({"interleaved": lambda: interleaved(args, dtype)} if layout == "TN" else {})}
+
+
+def interleaved(args: tuple, dtype):
+    """Time-major ``[T, N]`` rows in 16 x 128 tiles of 4 warps held as interleaved runs of 4
+    (the engine's time-major fp32 tile), time split as ``masked_tile`` would split it."""
+    rows = L.rows_of(0, rewards=args[0], values=args[1], mask=args[2])
+    block_t = min(128, max(32, 1 << (rows.T - 1).bit_length()))
+    tiles, programs = triton_cdiv(rows.T, block_t), triton_cdiv(rows.B, 16)
+    seg_tiles = 0 if MG.walks_fast(tiles, programs) else \
+        triton_cdiv(tiles, max(1, MG.SPLIT_PROGRAMS // programs))
+    return MG.fused_masked_gae(args, rows, (16, block_t, 4, -(block_t // 32), False, seg_tiles),
+                               1.0, 0.95, 0, dtype)
 
 
 def measure(cases):

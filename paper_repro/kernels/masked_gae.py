@@ -142,6 +142,7 @@ class MaskedLaunch:
         self.rest = (*head, 0, *tail) if n_seg == 1 else None  # the one-pass launch's
         self.cuda_index = device.index if device.type == "cuda" else None
         self.launchers = {}  # direct launchers by device and pointer alignment
+        self.phases = ({}, {})  # the split's, PHASE 1 and 2
 
     def __call__(self, pointers: tuple):
         if self.cuda_index is not None and self.cuda_index != D.current_device():
@@ -152,11 +153,11 @@ class MaskedLaunch:
             D.run_bound(self.launchers, masked_gae_kernel, self.grid3[:1], self.num_warps,
                         (*L.with_unread_scratch(pointers), *self.rest), n)
             return
-        programs, n_seg, _ = self.grid3
+        n_seg = self.grid3[1]
         agg = torch.empty(5 * self.head[0] * n_seg, dtype=self.acc, device=self.device)
-        for phase in (1, 2):
-            D.run(masked_gae_kernel, self.grid3[:2], self.num_warps,
-                  (*pointers, agg, agg, *self.head, phase, *self.tail), n)
+        for phase, launchers in zip((1, 2), self.phases):
+            D.run_bound(launchers, masked_gae_kernel, self.grid3[:2], self.num_warps,
+                        (*pointers, agg, agg, *self.head, phase, *self.tail), n)
 
     def launch_pointers(self, pointers: tuple) -> bool:
         """A repeat on the tensors' addresses; False where it must go through ``__call__``
@@ -231,6 +232,9 @@ def _scan_next(alpha, beta, seen, rows, row_ok, pid, B, BLOCK_T: tl.constexpr,
     if FLIP > 1:
         _, carry, _, nxt = scan_runs(alpha, beta, seen, rows, rows, rows, row_ok, pid, 0, B, 1,
                                      0, BLOCK_T, FLIP, False, True)
+    elif FLIP < 0:  # interleaved runs (time-major)
+        _, carry, _, nxt = scan_runs(alpha, beta, seen, rows, rows, rows, row_ok, pid, 0, B, 1,
+                                     0, BLOCK_T, -FLIP, True, True)
     else:
         keep, take = tl.associative_scan((beta, alpha), 1, _compose)
         nxt = keep * seen[:, None] + take
@@ -245,6 +249,9 @@ def _scan_adv(alpha, beta, adv, rows, row_ok, pid, B, BLOCK_T: tl.constexpr,
     if FLIP > 1:
         out, carry, _, _ = scan_runs(alpha, beta, adv, rows, rows, rows, row_ok, pid, 0, B, 1, 0,
                                      BLOCK_T, FLIP, False, True)
+    elif FLIP < 0:
+        out, carry, _, _ = scan_runs(alpha, beta, adv, rows, rows, rows, row_ok, pid, 0, B, 1, 0,
+                                     BLOCK_T, -FLIP, True, True)
     else:
         keep, take = tl.associative_scan((beta, alpha), 1, _compose)
         out = keep * adv[:, None] + take
@@ -306,7 +313,8 @@ def masked_gae_kernel(r_ptr, v_ptr, m_ptr, last_ptr, out_ptr, agg_ptr, status_pt
     to its first: ``X`` (the next unmasked value, carried as ``seen``), then the advantages
     (carried as ``adv``), each by a forward scan that runs backward in time. ``FLIP`` > 1: the
     tile as runs of FLIP ascending steps, latest run first (the engine's ``scan_runs``; loads
-    stay vectorised, ``X_{t+1}`` comes from the scan); 1: lanes latest step first, ``X_{t+1}``
+    stay vectorised, ``X_{t+1}`` comes from the scan); -R: runs of R interleaved (time-major
+    tiles, whose threads hold every G-th column); 1: lanes latest step first, ``X_{t+1}``
     scanned from the inputs one step later. ``PREFETCH`` loads the next tile before this one
     is scanned. PHASE 0: one segment a row. With time split (grid ``[row blocks, n_seg]``),
     PHASE 1 stores each segment's map of the values entering its end (``_then``) in
@@ -343,7 +351,7 @@ def masked_gae_kernel(r_ptr, v_ptr, m_ptr, last_ptr, out_ptr, agg_ptr, status_pt
             r_n, v_n, m_n, v1_n, m1_n = _load_tile(r_ptr, v_ptr, m_ptr, at_n, ok_n,
                                                    ok_n & (t_n + 1 < T)[None, :], stride_t, FLIP)
         rf, vf, mf = r.to(ACC), v.to(ACC), m.to(ACC)
-        if FLIP > 1:  # X_t from the tile; the next unmasked value is its shifted tile
+        if FLIP != 1:  # X_t from the tile; the next unmasked value is its shifted tile
             keep = 1.0 - mf
             take = mf * vf
         else:  # V'_t = X_{t+1} = m_{t+1} V_{t+1} + (1 - m_{t+1}) X_{t+2}
