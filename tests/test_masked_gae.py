@@ -216,7 +216,8 @@ def test_rows_of_many_tiles_split_time_and_gradients_take_the_two_scans(backend,
 
 @pytest.mark.parametrize("B, T, layout, seg_tiles", [
     (64, 1024, "NT", 0), (256, 32768, "NT", 0), (32, 32768, "NT", 2), (1, 32768, "NT", 1),
-    (16, 65536, "NT", 2), (256, 2048, "TN", 1), (4096, 512, "TN", 4)])
+    (16, 65536, "NT", 2), (256, 2048, "TN", 1), (1024, 256, "TN", 1),
+    (4096, 512, "TN", 0), (2048, 1024, "TN", 4)])
 def test_rows_whose_programs_walk_slowly_split_time(B, T, layout, seg_tiles):
     """Segments of ``seg_tiles`` tiles (0: one a row) for about SPLIT_PROGRAMS programs in all
     where ``walks_fast`` says the programs would wait on their tiles."""
@@ -224,15 +225,16 @@ def test_rows_whose_programs_walk_slowly_split_time(B, T, layout, seg_tiles):
     assert MG.masked_tile(B, T, stride)[5] == seg_tiles
 
 
-@pytest.mark.parametrize("tiles, programs, fused", [
-    (1, 64, True), (8, 1, True), (16, 256, True), (32, 256, True), (16, 64, True),
-    (32, 32, False), (32, 8, False), (64, 16, False), (128, 4, False), (16, 16, False),
-    (32, 64, False)])
-def test_the_fused_kernel_takes_rows_its_programs_walk_fast(tiles, programs, fused):
-    """The rule against the measured cases (``masked_ab.csv``: 64 x 1024, 256 x 16384 and
-    256 x 32768 fused; 32 and 8 x 32768, 16 x 65536, time-major 256 x 2048 and 1024 x 256
-    the two scans; time-major 4096 x 512, 32 tiles of 64 programs, the two scans at 1.4x)."""
-    assert MG.walks_fast(tiles, programs) is fused
+@pytest.mark.parametrize("tiles, programs, time_major, walked", [
+    (1, 64, False, True), (8, 1, False, True), (16, 256, False, True), (32, 256, False, True),
+    (16, 64, False, True), (32, 32, False, False), (32, 8, False, False), (64, 16, False, False),
+    (128, 4, True, False), (16, 16, True, False), (32, 64, False, False), (32, 64, True, True),
+    (64, 64, True, False)])
+def test_rows_whose_programs_walk_fast_are_walked_whole(tiles, programs, time_major, walked):
+    """The rule against the measured cases (``masked_ab.csv``): 64 x 1024, 256 x 8192 and 256 x
+    32768 walked; 32, 8 and 1 x 32768, 16 x 65536, time-major 256 x 2048 and 1024 x 256 split;
+    time-major 4096 x 512, 32 tiles of 16 steps from 64 programs, walked (0.83x the split)."""
+    assert MG.walks_fast(tiles, programs, time_major) is walked
 
 
 @pytest.mark.parametrize("split", [False, True], ids=["one_pass", "split"])

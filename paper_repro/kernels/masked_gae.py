@@ -24,12 +24,14 @@ from paper_repro.kernels.affine_scan import (
     tile_offsets,
 )
 
-# A program walks its rows' tiles one after another, ~2 us a tile where programs are few
-# (data/h200/masked_ab.csv: 32 x 32768, 32 programs of 32 tiles, 64 us against the two scans'
-# 44, which split time; 256 x 32768, 256 programs, 94 against 308). The fused kernel takes rows
-# of up to FEW_TILES tiles, up to MAX_TILES from SOME_PROGRAMS programs and any number from
-# MANY_PROGRAMS; the two scans take the rest.
+# A program walks its rows' tiles one after another, waiting on each where programs are few
+# (data/h200/masked_ab.csv: 32 x 32768, 32 programs of 32 tiles, walked in 33.5 us, split in
+# 14.1; 256 x 32768, 256 programs, walked in 56, split in 88). Rows of up to FEW_TILES tiles,
+# up to MAX_TILES from SOME_PROGRAMS programs (time-major 16-step tiles: TIME_MAJOR_MAX_TILES;
+# 4096 x 512, 64 programs of 32, walked in 0.83x the split's time) and any number from
+# MANY_PROGRAMS are walked whole; the others split time.
 FEW_TILES, MAX_TILES, SOME_PROGRAMS, MANY_PROGRAMS = 8, 16, 64, 256
+TIME_MAJOR_MAX_TILES = 32
 TIME_MAJOR_TILE = (64, 16)  # (rows, steps): a warp's loads run along the envs
 PREFETCH = True  # batch-major: the next tile's loads in flight during this one's scans
 SPLIT_PROGRAMS = 512  # rows split in time: segments enough for ~4 programs an SM
@@ -86,11 +88,12 @@ def compute_masked_gae(rewards, values, mask, gamma, lambda_, last_value=None, *
     return two_scans(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype)
 
 
-def walks_fast(tiles: int, programs: int) -> bool:
-    """Whether the fused kernel beats the two scans: rows of few tiles, or programs enough to
-    stream rather than wait on each tile (``masked_ab.csv``)."""
+def walks_fast(tiles: int, programs: int, time_major: bool = False) -> bool:
+    """Whether the programs walking ``tiles`` tiles each beat splitting time: rows of few
+    tiles, or programs enough to stream rather than wait on each tile (``masked_ab.csv``)."""
+    most = TIME_MAJOR_MAX_TILES if time_major else MAX_TILES
     return tiles <= FEW_TILES or programs >= MANY_PROGRAMS or \
-        (tiles <= MAX_TILES and programs >= SOME_PROGRAMS)
+        (tiles <= most and programs >= SOME_PROGRAMS)
 
 
 def two_scans(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype):
@@ -195,7 +198,7 @@ def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4) -> tuple:
         warps = max(1, min(8, block_b * block_t // 256))
         flip, prefetch = run_length(block_t, itemsize, False), PREFETCH
     tiles, programs = triton_cdiv(T, block_t), triton_cdiv(B, block_b)
-    seg_tiles = 0 if walks_fast(tiles, programs) else \
+    seg_tiles = 0 if walks_fast(tiles, programs, flip == 1) else \
         triton_cdiv(tiles, max(1, SPLIT_PROGRAMS // programs))
     return block_b, block_t, warps, flip, prefetch, seg_tiles
 
