@@ -308,8 +308,8 @@ def test_func_transforms(backend):
 
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "torch"], indirect=True)
 def test_the_ab_benchmarks_forced_arms(backend):
-    """``bench.masked_ab``'s forced launches (each walk, and time split) give the loop's
-    answer, so that its timings compare like with like."""
+    """``bench.masked_ab``'s forced launches (each walk, time split, the time-major tiles it
+    weighs) give the loop's answer, so that its timings compare like with like."""
     from paper_repro.bench.masked_ab import forced
 
     r, v, m, last = inputs(5, 2100, 30, device=device_of(backend))  # split: 3 segments
@@ -317,3 +317,11 @@ def test_the_ab_benchmarks_forced_arms(backend):
     for kw in ({"flip": 1, "prefetch": False}, {"prefetch": True}, {"split": True}):
         got = forced((r, v, m, last), 1, torch.float32, gamma=GAMMA, lambda_=LAMBDA, **kw)
         assert_close(str(kw), got, want, TOL[torch.float32])
+    from paper_repro.bench.masked_ab import TIME_MAJOR_TILES, time_major_tile
+
+    r, v, m, last = inputs(20, 300, 31, device=device_of(backend))
+    want = ref.compute_masked_gae(r, v, m, 1.0, 0.95, last)
+    tm = (*(x.t().contiguous() for x in (r, v, m)), last)
+    for name, tile in TIME_MAJOR_TILES.items():
+        assert_close(name, time_major_tile(tm, torch.float32, *tile).t(), want,
+                     TOL[torch.float32])

@@ -9,12 +9,14 @@ with the largest difference between that arm's output and the two scans'. The fo
 ``runs``: batch-major tiles as runs of one 16-byte load's steps; ``runs_prefetch``: the next
 tile's loads in flight while this one is scanned; ``split``: the shipped walk over segments of
 time, about ``SPLIT_PROGRAMS`` programs, two launches; time-major ``interleaved``: 16 x 128
-tiles in interleaved runs of 4) launch the kernel without a plan.
+tiles in interleaved runs of 4, ``tm{envs}x{steps}w{warps}``: lanes tiles narrower than the
+shipped 64 x 16) launch the kernel without a plan.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 
 import torch
 
@@ -32,7 +34,8 @@ CASES = [(64, 1024, "NT", F32), (256, 2048, "NT", F32), (256, 8192, "NT", F32),
          (16, 65536, "NT", F32), (4096, 128, "NT", F32), (256, 2048, "TN", F32),
          (4096, 128, "TN", F32), (256, 8192, "NT", BF16), (64, 1024, "NT", BF16),
          (256, 16384, "NT", F32), (256, 32768, "NT", F32), (1024, 256, "TN", F32),
-         (4096, 512, "TN", F32), (4, 131072, "NT", F32), (512, 4096, "NT", F32)]
+         (4096, 512, "TN", F32), (4, 131072, "NT", F32), (512, 4096, "NT", F32),
+         (32768, 32, "TN", F32), (4096, 2048, "TN", F32), (256, 8192, "TN", F32)]
 COLUMNS = ["num_envs", "seq_len", "layout", "dtype", "arm", "device_us", "full_call_us",
            "max_abs_diff"]
 
@@ -71,18 +74,27 @@ def arms(num_envs: int, seq_len: int, layout: str, dtype) -> dict:
             "runs_prefetch": lambda: forced(args, axis, dtype, prefetch=True),
             "split": lambda: forced(args, axis, dtype, split=True),
             "two_scans": lambda: MG.two_scans(r, v, m, 1.0, 0.95, last, axis, dtype),
-            **({"interleaved": lambda: interleaved(args, dtype)} if layout == "TN" else {})}
+            **({name: partial(time_major_tile, args, dtype, *tile)
+                for name, tile in TIME_MAJOR_TILES.items()} if layout == "TN" else {})}
 
 
-def interleaved(args: tuple, dtype):
-    """Time-major ``[T, N]`` rows in 16 x 128 tiles of 4 warps held as interleaved runs of 4
-    (the engine's time-major fp32 tile), time split as ``masked_tile`` would split it."""
+# Time-major tiles (envs, steps, warps, FLIP) beside the shipped 64 x 16: the engine's fp32
+# tile in interleaved runs, and narrower lanes tiles for more programs
+TIME_MAJOR_TILES = {"interleaved": (16, 128, 4, -4), "tm16x16w1": (16, 16, 1, 1),
+                    "tm16x32w1": (16, 32, 1, 1), "tm16x64w2": (16, 64, 2, 1),
+                    "tm32x16w1": (32, 16, 1, 1), "tm32x32w2": (32, 32, 2, 1)}
+
+
+def time_major_tile(args: tuple, dtype, block_b: int, block_t: int, warps: int, flip: int):
+    """Time-major ``[T, N]`` rows in ``block_b`` x ``block_t`` tiles (``flip``: 1 lanes latest
+    step first, -R interleaved runs of R), time split as ``masked_tile`` would split it."""
     rows = L.rows_of(0, rewards=args[0], values=args[1], mask=args[2])
-    block_t = min(128, max(32, 1 << (rows.T - 1).bit_length()))
-    tiles, programs = triton_cdiv(rows.T, block_t), triton_cdiv(rows.B, 16)
-    seg_tiles = 0 if MG.walks_fast(tiles, programs) else \
+    block_t = min(block_t, max(16, 1 << (rows.T - 1).bit_length()))
+    flip = -(block_t // 32) if flip < 0 else flip
+    tiles, programs = triton_cdiv(rows.T, block_t), triton_cdiv(rows.B, block_b)
+    seg_tiles = 0 if MG.walks_fast(tiles, programs, True) else \
         triton_cdiv(tiles, max(1, MG.SPLIT_PROGRAMS // programs))
-    return MG.fused_masked_gae(args, rows, (16, block_t, 4, -(block_t // 32), False, seg_tiles),
+    return MG.fused_masked_gae(args, rows, (block_b, block_t, warps, flip, False, seg_tiles),
                                1.0, 0.95, 0, dtype)
 
 
@@ -105,11 +117,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m paper_repro.bench.masked_ab",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="masked_ab.csv")
+    parser.add_argument("--layout", choices=["NT", "TN"], default=None,
+                        help="only the cases of this layout")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("needs a CUDA device", file=sys.stderr)
         return 1
-    stream_csv(args.out, COLUMNS, measure(CASES))
+    stream_csv(args.out, COLUMNS, measure([c for c in CASES
+                                           if args.layout in (None, c[2])]))
     return 0
 
 
