@@ -226,40 +226,26 @@ def _load_tile(r_ptr, v_ptr, m_ptr, at, ok, ahead, stride_t, FLIP: tl.constexpr)
 
 
 @triton.jit
-def _scan_next(alpha, beta, seen, rows, row_ok, pid, B, BLOCK_T: tl.constexpr,
+def _scan_tile(alpha, beta, carry, rows, row_ok, pid, B, BLOCK_T: tl.constexpr,
                FLIP: tl.constexpr):
-    """``(V', carry)``: runs scan ``X_t`` from the tile itself (alpha = m V, beta = 1 - m) and
-    take ``X_{t+1}`` from the shifted tile; lanes scan the inputs one step later, whose scan
-    is ``X_{t+1}`` itself. The carry is the value at the tile's earliest column. (No
-    look-back here: ``scan_runs``' link pointers are never read.)"""
+    """``(values, carry, next)``: the backward scan ``y_t = alpha_t + beta_t y_{t+1}`` of the
+    tile entered with ``carry``, the value leaving at its earliest column, and the values one
+    step later in time. Runs (``FLIP`` > 1; -R interleaved) take those from ``scan_runs``
+    (no look-back here: its link pointers are never read). Lanes latest step first (1) return
+    the values again: their X scan runs on the inputs one step later, so its values are
+    ``X_{t+1}`` already."""
     if FLIP > 1:
-        _, carry, _, nxt = scan_runs(alpha, beta, seen, rows, rows, rows, row_ok, pid, 0, B, 1,
-                                     0, BLOCK_T, FLIP, False, True)
+        out, carry_out, _, later = scan_runs(alpha, beta, carry, rows, rows, rows, row_ok, pid,
+                                             0, B, 1, 0, BLOCK_T, FLIP, False, True)
     elif FLIP < 0:  # interleaved runs (time-major)
-        _, carry, _, nxt = scan_runs(alpha, beta, seen, rows, rows, rows, row_ok, pid, 0, B, 1,
-                                     0, BLOCK_T, -FLIP, True, True)
+        out, carry_out, _, later = scan_runs(alpha, beta, carry, rows, rows, rows, row_ok, pid,
+                                             0, B, 1, 0, BLOCK_T, -FLIP, True, True)
     else:
         keep, take = tl.associative_scan((beta, alpha), 1, _compose)
-        nxt = keep * seen[:, None] + take
-        carry = column(nxt, BLOCK_T - 1, BLOCK_T)
-    return nxt, carry
-
-
-@triton.jit
-def _scan_adv(alpha, beta, adv, rows, row_ok, pid, B, BLOCK_T: tl.constexpr,
-              FLIP: tl.constexpr):
-    """``(A, carry)``: the advantages' scan of the tile entered with ``adv``."""
-    if FLIP > 1:
-        out, carry, _, _ = scan_runs(alpha, beta, adv, rows, rows, rows, row_ok, pid, 0, B, 1, 0,
-                                     BLOCK_T, FLIP, False, True)
-    elif FLIP < 0:
-        out, carry, _, _ = scan_runs(alpha, beta, adv, rows, rows, rows, row_ok, pid, 0, B, 1, 0,
-                                     BLOCK_T, -FLIP, True, True)
-    else:
-        keep, take = tl.associative_scan((beta, alpha), 1, _compose)
-        out = keep * adv[:, None] + take
-        carry = column(out, BLOCK_T - 1, BLOCK_T)
-    return out, carry
+        out = keep * carry[:, None] + take
+        carry_out = column(out, BLOCK_T - 1, BLOCK_T)
+        later = out
+    return out, carry_out, later
 
 
 @triton.jit
@@ -361,16 +347,16 @@ def masked_gae_kernel(r_ptr, v_ptr, m_ptr, last_ptr, out_ptr, agg_ptr, status_pt
             m1f = m1.to(ACC)
             keep = 1.0 - m1f
             take = m1f * v1.to(ACC)
-        nxt, seen_out = _scan_next(take, keep, seen, rows, row_ok, pid, B, BLOCK_T, FLIP)
+        _, seen_out, nxt = _scan_tile(take, keep, seen, rows, row_ok, pid, B, BLOCK_T, FLIP)
         # padded steps hold m = 0: the identity (alpha 0, beta 1) in both scans
         alpha = mf * (rf + g * nxt - vf)
         beta = mf * gl + 1.0 - mf
-        out, adv = _scan_adv(alpha, beta, adv, rows, row_ok, pid, B, BLOCK_T, FLIP)
+        out, adv, _ = _scan_tile(alpha, beta, adv, rows, row_ok, pid, B, BLOCK_T, FLIP)
         if PHASE == 1:  # the same scans of the coefficients of X_in; A_in's is a product
-            nxt_x, seen_x = _scan_next(tl.zeros_like(take), keep, seen_x, rows, row_ok, pid, B,
-                                       BLOCK_T, FLIP)
-            _, adv_x = _scan_adv(mf * g * nxt_x, beta, adv_x, rows, row_ok, pid, B, BLOCK_T,
-                                 FLIP)
+            _, seen_x, nxt_x = _scan_tile(tl.zeros_like(take), keep, seen_x, rows, row_ok, pid,
+                                          B, BLOCK_T, FLIP)
+            _, adv_x, _ = _scan_tile(mf * g * nxt_x, beta, adv_x, rows, row_ok, pid, B,
+                                     BLOCK_T, FLIP)
             adv_a = adv_a * tl.reduce(beta, 1, _times)
         else:
             store_tile(out_ptr, out, rows, t, ok, out_stride_b, out_stride_t)
