@@ -216,8 +216,8 @@ def test_rows_of_many_tiles_split_time_and_gradients_take_the_two_scans(backend,
 
 @pytest.mark.parametrize("B, T, layout, seg_tiles", [
     (64, 1024, "NT", 0), (256, 32768, "NT", 0), (32, 32768, "NT", 2), (1, 32768, "NT", 1),
-    (16, 65536, "NT", 2), (256, 2048, "TN", 1), (1024, 256, "TN", 1),
-    (4096, 512, "TN", 0), (2048, 1024, "TN", 4)])
+    (16, 65536, "NT", 2), (256, 2048, "TN", 4), (1024, 256, "TN", 0),
+    (4096, 512, "TN", 0), (2048, 1024, "TN", 16)])
 def test_rows_whose_programs_walk_slowly_split_time(B, T, layout, seg_tiles):
     """Segments of ``seg_tiles`` tiles (0: one a row) for about SPLIT_PROGRAMS programs in all
     where ``walks_fast`` says the programs would wait on their tiles."""

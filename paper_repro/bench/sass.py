@@ -179,7 +179,7 @@ def cap_rows(cases=None):
 # next tile's loads in flight; time-major lanes.
 MASKED_TILES = [(1, 1024, 4, 0, p, False, f) for f in (1, 4) for p in (False, True)] + [
     (8, 128, 4, 0, p, False, f) for f in (1, 4) for p in (False, True)] + [
-    (2, 1024, 8, 0, True, False, 4), (64, 16, 4, 0, False, True, 1)]
+    (2, 1024, 8, 0, True, False, 4), (16, 16, 1, 0, False, True, 1)]
 
 
 def masked_rows():

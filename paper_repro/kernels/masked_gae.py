@@ -28,11 +28,14 @@ from paper_repro.kernels.affine_scan import (
 # (data/h200/masked_ab.csv: 32 x 32768, 32 programs of 32 tiles, walked in 33.5 us, split in
 # 14.1; 256 x 32768, 256 programs, walked in 56, split in 88). Rows of up to FEW_TILES tiles,
 # up to MAX_TILES from SOME_PROGRAMS programs (time-major 16-step tiles: TIME_MAJOR_MAX_TILES;
-# 4096 x 512, 64 programs of 32, walked in 0.83x the split's time) and any number from
-# MANY_PROGRAMS are walked whole; the others split time.
+# 4096 x 512 in 64 x 16 tiles, 64 programs of 32, walked in 0.83x the split's time) and any
+# number from MANY_PROGRAMS are walked whole; the others split time.
 FEW_TILES, MAX_TILES, SOME_PROGRAMS, MANY_PROGRAMS = 8, 16, 64, 256
 TIME_MAJOR_MAX_TILES = 32
-TIME_MAJOR_TILE = (64, 16)  # (rows, steps): a warp's loads run along the envs
+# (envs, steps), one warp: 64 bytes a step's load and programs enough to fill the GPU
+# (data/h100/masked_ab_tn.csv: 0.40-0.85x the time of 64 x 16 tiles in 4 warps, 4096 x 128
+# 8.4 us against 17.6, 256 x 2048 split 17.4 against 43.2; 32768 x 32 0.66x)
+TIME_MAJOR_TILE = (16, 16)
 PREFETCH = True  # batch-major: the next tile's loads in flight during this one's scans
 SPLIT_PROGRAMS = 512  # rows split in time: segments enough for ~4 programs an SM
 
@@ -189,7 +192,7 @@ def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4) -> tuple:
     if L.is_time_major(stride):
         block_b, block_t = TIME_MAJOR_TILE
         block_b = min(block_b, _pow2(B))
-        warps, flip, prefetch = 4, 1, False
+        warps, flip, prefetch = 1, 1, False
     else:
         block_t = max(16, min(_pow2(T), 1024))
         block_b = max(1, min(_pow2(B), 2048 // block_t))
