@@ -189,7 +189,8 @@ def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4) -> tuple:
     ~2 programs an SM busy, the next tile loaded while this one is scanned. Rows whose
     programs would not walk fast (``walks_fast``) split time into segments of ``seg_tiles``
     tiles (0: one segment a row), about SPLIT_PROGRAMS programs in all."""
-    if L.is_time_major(stride):
+    time_major = L.is_time_major(stride)
+    if time_major:
         block_b, block_t = TIME_MAJOR_TILE
         block_b = min(block_b, _pow2(B))
         warps, flip, prefetch = 1, 1, False
@@ -201,7 +202,7 @@ def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4) -> tuple:
         warps = max(1, min(8, block_b * block_t // 256))
         flip, prefetch = run_length(block_t, itemsize, False), PREFETCH
     tiles, programs = triton_cdiv(T, block_t), triton_cdiv(B, block_b)
-    seg_tiles = 0 if walks_fast(tiles, programs, flip == 1) else \
+    seg_tiles = 0 if walks_fast(tiles, programs, time_major) else \
         triton_cdiv(tiles, max(1, SPLIT_PROGRAMS // programs))
     return block_b, block_t, warps, flip, prefetch, seg_tiles
 
