@@ -50,8 +50,7 @@ def forced(args: tuple, axis: int, dtype, flip=None, prefetch=None, split=False,
         rows.B, rows.T, rows.stride, args[0].element_size())
     if flip0 == 1:
         flip = 1
-    programs = triton_cdiv(rows.B, block_b)
-    seg_tiles = triton_cdiv(triton_cdiv(rows.T, block_t), max(1, MG.SPLIT_PROGRAMS // programs))
+    seg_tiles = MG.split_tiles(triton_cdiv(rows.T, block_t), triton_cdiv(rows.B, block_b))
     tile = (block_b, block_t, warps, flip0 if flip is None else flip,
             prefetch0 if prefetch is None else prefetch, seg_tiles if split else 0)
     return MG.fused_masked_gae(args, rows, tile, gamma, lambda_, axis, dtype)
@@ -92,8 +91,7 @@ def time_major_tile(args: tuple, dtype, block_b: int, block_t: int, warps: int, 
     block_t = min(block_t, max(16, 1 << (rows.T - 1).bit_length()))
     flip = -(block_t // 32) if flip < 0 else flip
     tiles, programs = triton_cdiv(rows.T, block_t), triton_cdiv(rows.B, block_b)
-    seg_tiles = 0 if MG.walks_fast(tiles, programs, True) else \
-        triton_cdiv(tiles, max(1, MG.SPLIT_PROGRAMS // programs))
+    seg_tiles = 0 if MG.walks_fast(tiles, programs, True) else MG.split_tiles(tiles, programs)
     return MG.fused_masked_gae(args, rows, (block_b, block_t, warps, flip, False, seg_tiles),
                                1.0, 0.95, 0, dtype)
 

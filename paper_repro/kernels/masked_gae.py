@@ -202,9 +202,14 @@ def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4) -> tuple:
         warps = max(1, min(8, block_b * block_t // 256))
         flip, prefetch = run_length(block_t, itemsize, False), PREFETCH
     tiles, programs = triton_cdiv(T, block_t), triton_cdiv(B, block_b)
-    seg_tiles = 0 if walks_fast(tiles, programs, time_major) else \
-        triton_cdiv(tiles, max(1, SPLIT_PROGRAMS // programs))
+    seg_tiles = 0 if walks_fast(tiles, programs, time_major) else split_tiles(tiles, programs)
     return block_b, block_t, warps, flip, prefetch, seg_tiles
+
+
+def split_tiles(tiles: int, programs: int) -> int:
+    """Tiles a segment where ``programs`` row blocks of ``tiles`` tiles split time: about
+    SPLIT_PROGRAMS programs in all."""
+    return triton_cdiv(tiles, max(1, SPLIT_PROGRAMS // programs))
 
 
 @triton.jit
