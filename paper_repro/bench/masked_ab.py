@@ -9,8 +9,8 @@ with the largest difference between that arm's output and the two scans'. The fo
 ``runs``: batch-major tiles as runs of one 16-byte load's steps; ``runs_prefetch``: the next
 tile's loads in flight while this one is scanned; ``split``: the shipped walk over segments of
 time, about ``SPLIT_PROGRAMS`` programs, two launches; time-major ``interleaved``: 16 x 128
-tiles in interleaved runs of 4, ``tm{envs}x{steps}w{warps}``: lanes tiles narrower than the
-shipped 64 x 16) launch the kernel without a plan.
+tiles in interleaved runs of 4, ``tm{envs}x{steps}w{warps}``: lanes tiles of 16-32 envs)
+launch the kernel without a plan.
 """
 from __future__ import annotations
 
@@ -77,8 +77,9 @@ def arms(num_envs: int, seq_len: int, layout: str, dtype) -> dict:
                 for name, tile in TIME_MAJOR_TILES.items()} if layout == "TN" else {})}
 
 
-# Time-major tiles (envs, steps, warps, FLIP) beside the shipped 64 x 16: the engine's fp32
-# tile in interleaved runs, and narrower lanes tiles for more programs
+# Time-major tiles (envs, steps, warps, FLIP) beside the public call's: the engine's fp32 tile
+# in interleaved runs, and lanes tiles narrower than the 64 x 16 four-warp tile shipped before
+# 49a9ad5 (tm16x16w1, shipped since, is the public call's tile)
 TIME_MAJOR_TILES = {"interleaved": (16, 128, 4, -4), "tm16x16w1": (16, 16, 1, 1),
                     "tm16x32w1": (16, 32, 1, 1), "tm16x64w2": (16, 64, 2, 1),
                     "tm32x16w1": (32, 16, 1, 1), "tm32x32w2": (32, 32, 2, 1)}
@@ -89,7 +90,7 @@ def time_major_tile(args: tuple, dtype, block_b: int, block_t: int, warps: int, 
     step first, -R interleaved runs of R), time split as ``masked_tile`` would split it."""
     rows = L.rows_of(0, rewards=args[0], values=args[1], mask=args[2])
     block_t = min(block_t, max(16, 1 << (rows.T - 1).bit_length()))
-    flip = -(block_t // 32) if flip < 0 else flip
+    flip = -max(2, block_t // 32) if flip < 0 else flip
     tiles, programs = triton_cdiv(rows.T, block_t), triton_cdiv(rows.B, block_b)
     seg_tiles = 0 if MG.walks_fast(tiles, programs, True) else MG.split_tiles(tiles, programs)
     return MG.fused_masked_gae(args, rows, (block_b, block_t, warps, flip, False, seg_tiles),
