@@ -28,6 +28,14 @@ the layout and the flags' kind after the dtype.
 predecessors is read in one round since words, beside the shipped tiles: time-major 512x4096
 and 64x131072, up to four fp32 long rows, bf16 prefix sums, eligibility traces and GAE.
 
+    PAPER_REPRO_LOOKBACK_ROW_WINDOW=W python -m paper_repro.bench.long_probe segwindow \
+        [warm I/K] >> data/h200/segwindow.csv
+
+``segwindow``: the segment look-backs of up to four fp32 long rows under a one-row window of W
+predecessors, its tile label ending ``/w<W>`` (and ``/lastfirst`` under
+``PAPER_REPRO_SECOND_PASS_LAST_FIRST=1``, the two passes' second taking its segments last
+first).
+
     python -m paper_repro.bench.long_probe neighbour [warm I/K] >> data/h200/neighbour_probe.csv
 
 ``neighbour``: once the neighbouring step came from registers, the forward scans' long-row
@@ -256,6 +264,27 @@ def segwords_items() -> list:
                       [None] + [S(1, bt, w, k * bt, True, flip=run) for bt, w, k in
                                 ((1024, 1, 2), (1024, 1, 4), (1024, 4, 4), (1024, 4, 8),
                                  (2048, 4, 2), (2048, 4, 4))]]
+    return items
+
+
+def segwindow_items() -> list:
+    """``segwindow``: up to four fp32 long rows under the shipped tile and segment look-backs
+    (PHASE 4) of 256 to 1024 segments a row, to be timed under several one-row windows
+    (``PAPER_REPRO_LOOKBACK_ROW_WINDOW``): a window holding every predecessor reads them in
+    one round instead of walking back a chain of windows."""
+    from paper_repro.kernels import _launch as L
+    from paper_repro.kernels.affine_scan import SECOND_PASS_LAST_FIRST
+
+    # the second pass's order changes only the shipped two passes
+    tiles = () if SECOND_PASS_LAST_FIRST.value else (
+        (1024, 4, 4), (1024, 4, 8), (1024, 4, 16), (2048, 4, 4), (2048, 4, 8), (2048, 8, 4))
+    items = []
+    for a in ("discounted_returns", "prefix_sum", "lambda_returns", "gae", "vtrace"):
+        run = 0 if a == "prefix_sum" else 4
+        for n, t in ((1, 4194304), (4, 1048576)):
+            items += [(a, n, t, "fp32", "NT", "float", c) for c in
+                      [None] + [L.ScanConfig(1, bt, w, k * bt, True, flip=run)
+                                for bt, w, k in tiles]]
     return items
 
 
@@ -642,7 +671,8 @@ def order_tiles_items() -> list:
                                         max_registers=80 * (n * t >= 1 << 22)))]
 
 
-def words(warm: bool = False, share: tuple = (0, 1), items=words_items, cold: bool = False):
+def words(warm: bool = False, share: tuple = (0, 1), items=words_items, cold: bool = False,
+          suffix: str = ""):
     """Time ``items()`` (every ``share[1]``-th from ``share[0]``) under their forced tiles and
     print a line each; ``cold``: a second line each (tile label ending ``/cold``) with every
     call's inputs read from DRAM."""
@@ -659,7 +689,7 @@ def words(warm: bool = False, share: tuple = (0, 1), items=words_items, cold: bo
         if warm:
             forced_time(prep, want, c, warm_only=True)
             continue
-        tile = label(c) + ("" if variant == "plain" else f"/{variant}")
+        tile = label(c) + ("" if variant == "plain" else f"/{variant}") + suffix
         for suffix, turns in timings:
             diff, us = forced_time(prep, want, c, repeats=3, turns=turns)
             print(f"{a},{n},{t},{dt},{lay},{fl},{tile}{suffix},{us:.3f},{diff:.3g}", flush=True)
@@ -692,6 +722,7 @@ def main(argv=None):
     if argv and argv[0] == "sixteen":
         return sixteen()
     probes = {"words": words_items, "words16": words16_items, "segwords": segwords_items,
+              "segwindow": segwindow_items,
               "neighbour": neighbour_items, "narrow": narrow_items, "registers": registers_items,
               "registers-wide": registers_wide_items, "registers-check": registers_check_items,
               "registers-tiles": registers_tiles_items, "registers-more": registers_more_items,
@@ -704,8 +735,14 @@ def main(argv=None):
               "order-tiles": order_tiles_items}
     if argv and argv[0] in probes:
         warm = argv[1:2] == ["warm"]
+        suffix = ""
+        if argv[0] == "segwindow":
+            from paper_repro.kernels import affine_scan as A
+
+            suffix = f"/w{A.WINDOW.value}" + ("/lastfirst" if A.SECOND_PASS_LAST_FIRST.value
+                                              else "")
         return words(warm, tuple(map(int, argv[2].split("/"))) if warm else (0, 1),
-                     probes[argv[0]], cold=argv[0].startswith("cold"))
+                     probes[argv[0]], cold=argv[0].startswith("cold"), suffix=suffix)
     mode = argv[0] if argv and argv[0] in ("lookback", "segment") else None
     argv = argv[1:] if mode else argv
     warm = bool(argv) and argv[0] == "warm"

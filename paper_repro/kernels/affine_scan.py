@@ -82,6 +82,10 @@ IN_LAUNCH_ORDER: tl.constexpr = tl.constexpr(_in_launch_order())
 # PAPER_REPRO_REDUCE_IN_ORDER=1 keeps scan order everywhere (the A/B's other arm).
 REDUCE_AGAINST_ORDER: tl.constexpr = tl.constexpr(
     os.environ.get("PAPER_REPRO_REDUCE_IN_ORDER") != "1")
+# The second of two passes may take its segments last first, so that it starts on those the
+# first pass read last, still in L2; PAPER_REPRO_SECOND_PASS_LAST_FIRST=1 for the A/B.
+SECOND_PASS_LAST_FIRST: tl.constexpr = tl.constexpr(
+    os.environ.get("PAPER_REPRO_SECOND_PASS_LAST_FIRST") == "1")
 # One pass, one tile a program (T <= BLOCK_T): the sweep is unrolled once, so the outgoing
 # carry and the next tile's loads, dead there, leave the kernel (sm_90 GAE 1 x 512: fewer
 # instructions and block barriers, data/h200/sass_counts.csv). The one-tile look-back (PHASE
@@ -141,6 +145,9 @@ def program_ids(status_ptr, B, n_seg, PHASE: tl.constexpr, REVERSE: tl.constexpr
     else:
         pid_b = tl.program_id(0)
         pid_s = tl.program_id(1)
+        if PHASE == 2:  # noqa: SIM102 (static branches)
+            if SECOND_PASS_LAST_FIRST:
+                pid_s = n_seg - 1 - pid_s
     return pid_b, pid_s
 
 
