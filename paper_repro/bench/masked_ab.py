@@ -9,8 +9,9 @@ with the largest difference between that arm's output and the two scans'. The fo
 ``runs``: batch-major tiles as runs of one 16-byte load's steps; ``runs_prefetch``: the next
 tile's loads in flight while this one is scanned; ``split``: the shipped walk over segments of
 time, about ``SPLIT_PROGRAMS`` programs, two launches; time-major ``interleaved``: 16 x 128
-tiles in interleaved runs of 4, ``tm{envs}x{steps}w{warps}``: lanes tiles of 16-32 envs)
-launch the kernel without a plan.
+tiles in interleaved runs of 4, ``tm{envs}x{steps}w{warps}``: lanes tiles of 16-32 envs;
+batch-major ``bm{rows}x{steps}w{warps}``: other tiles in runs, prefetched) launch the kernel
+without a plan. ``--shapes 256x32768,...`` keeps those cases only.
 """
 from __future__ import annotations
 
@@ -74,7 +75,28 @@ def arms(num_envs: int, seq_len: int, layout: str, dtype) -> dict:
             "split": lambda: forced(args, axis, dtype, split=True),
             "two_scans": lambda: MG.two_scans(r, v, m, 1.0, 0.95, last, axis, dtype),
             **({name: partial(time_major_tile, args, dtype, *tile)
-                for name, tile in TIME_MAJOR_TILES.items()} if layout == "TN" else {})}
+                for name, tile in TIME_MAJOR_TILES.items()} if layout == "TN" else
+               {name: partial(batch_major_tile, args, dtype, *tile)
+                for name, tile in BATCH_MAJOR_TILES.items()})}
+
+
+# Batch-major tiles (rows, steps, warps) beside the public call's, where a program streams a
+# row of many tiles: wider tiles or more warps keep more bytes in flight an SM
+BATCH_MAJOR_TILES = {"bm1x1024w8": (1, 1024, 8), "bm1x2048w4": (1, 2048, 4),
+                     "bm1x2048w8": (1, 2048, 8), "bm1x4096w8": (1, 4096, 8),
+                     "bm2x1024w8": (2, 1024, 8)}
+
+
+def batch_major_tile(args: tuple, dtype, block_b: int, block_t: int, warps: int):
+    """Batch-major rows in ``block_b`` x ``block_t`` tiles in ``warps`` warps, as runs with the
+    next tile prefetched, time split as ``masked_tile`` would split it."""
+    rows = L.rows_of(1, rewards=args[0], values=args[1], mask=args[2])
+    block_t = min(block_t, max(16, 1 << (rows.T - 1).bit_length()))
+    tiles, programs = triton_cdiv(rows.T, block_t), triton_cdiv(rows.B, block_b)
+    seg_tiles = 0 if MG.walks_fast(tiles, programs, False) else MG.split_tiles(tiles, programs)
+    flip = MG.run_length(block_t, args[0].element_size(), False)
+    return MG.fused_masked_gae(args, rows, (block_b, block_t, warps, flip, True, seg_tiles),
+                               1.0, 0.95, 1, dtype)
 
 
 # Time-major tiles (envs, steps, warps, FLIP) beside the public call's: the engine's fp32 tile
@@ -118,12 +140,15 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="masked_ab.csv")
     parser.add_argument("--layout", choices=["NT", "TN"], default=None,
                         help="only the cases of this layout")
+    parser.add_argument("--shapes", default=None,
+                        help="only these envs x steps, comma-separated (256x32768,...)")
     args = parser.parse_args(argv)
+    shapes = args.shapes.split(",") if args.shapes else None
     if not torch.cuda.is_available():
         print("needs a CUDA device", file=sys.stderr)
         return 1
-    stream_csv(args.out, COLUMNS, measure([c for c in CASES
-                                           if args.layout in (None, c[2])]))
+    stream_csv(args.out, COLUMNS, measure([c for c in CASES if args.layout in (None, c[2])
+                                           and (shapes is None or f"{c[0]}x{c[1]}" in shapes)]))
     return 0
 
 
