@@ -225,6 +225,23 @@ def test_rows_whose_programs_walk_slowly_split_time(B, T, layout, seg_tiles):
     assert MG.masked_tile(B, T, stride)[5] == seg_tiles
 
 
+@pytest.mark.parametrize("B, T, tile", [
+    (256, 32768, (1, 2048, 4)), (256, 8192, (1, 2048, 4)), (4, 4100, (1, 2048, 4)),
+    (512, 4096, (1, 1024, 4)), (256, 2048, (1, 1024, 4)), (32, 32768, (1, 1024, 4))])
+def test_long_rows_walked_by_few_programs_take_wider_tiles(B, T, tile):
+    """Rows of at least LONG_WALK_TILES tiles walked one a program by fewer than two programs an
+    SM take LONG_WALK_TILE; more programs, shorter rows and split rows keep 1024 steps."""
+    assert MG.masked_tile(B, T, (T, 1))[:3] == tile
+
+
+def test_a_long_walk_tile_matches_the_reference(backend):
+    """Three rows of 4100 steps, walked in 2048-step tiles (the last one partial)."""
+    r, v, m, last = inputs(3, 4100, 17, device=device_of(backend))
+    assert MG.masked_tile(3, 4100, (4100, 1))[1] == MG.LONG_WALK_TILE[0]
+    assert_close("long walk", P.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last),
+                 ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last), TOL[torch.float32])
+
+
 @pytest.mark.parametrize("tiles, programs, time_major, walked", [
     (1, 64, False, True), (8, 1, False, True), (16, 256, False, True), (32, 256, False, True),
     (16, 64, False, True), (32, 32, False, False), (32, 8, False, False), (64, 16, False, False),

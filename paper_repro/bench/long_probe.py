@@ -690,9 +690,9 @@ def words(warm: bool = False, share: tuple = (0, 1), items=words_items, cold: bo
             forced_time(prep, want, c, warm_only=True)
             continue
         tile = label(c) + ("" if variant == "plain" else f"/{variant}") + suffix
-        for suffix, turns in timings:
+        for cold_suffix, turns in timings:
             diff, us = forced_time(prep, want, c, repeats=3, turns=turns)
-            print(f"{a},{n},{t},{dt},{lay},{fl},{tile}{suffix},{us:.3f},{diff:.3g}", flush=True)
+            print(f"{a},{n},{t},{dt},{lay},{fl},{tile}{cold_suffix},{us:.3f},{diff:.3g}", flush=True)
 
 
 def sixteen():

@@ -36,7 +36,9 @@ CASES = [(64, 1024, "NT", F32), (256, 2048, "NT", F32), (256, 8192, "NT", F32),
          (4096, 128, "TN", F32), (256, 8192, "NT", BF16), (64, 1024, "NT", BF16),
          (256, 16384, "NT", F32), (256, 32768, "NT", F32), (1024, 256, "TN", F32),
          (4096, 512, "TN", F32), (4, 131072, "NT", F32), (512, 4096, "NT", F32),
-         (32768, 32, "TN", F32), (4096, 2048, "TN", F32), (256, 8192, "TN", F32)]
+         (32768, 32, "TN", F32), (4096, 2048, "TN", F32), (256, 8192, "TN", F32),
+         (4, 4096, "NT", F32), (8, 8192, "NT", F32), (64, 16384, "NT", F32),
+         (128, 8192, "NT", F32), (256, 32768, "NT", BF16)]
 COLUMNS = ["num_envs", "seq_len", "layout", "dtype", "arm", "device_us", "full_call_us",
            "max_abs_diff"]
 
@@ -82,9 +84,11 @@ def arms(num_envs: int, seq_len: int, layout: str, dtype) -> dict:
 
 # Batch-major tiles (rows, steps, warps) beside the public call's, where a program streams a
 # row of many tiles: wider tiles or more warps keep more bytes in flight an SM
-BATCH_MAJOR_TILES = {"bm1x1024w8": (1, 1024, 8), "bm1x2048w4": (1, 2048, 4),
-                     "bm1x2048w8": (1, 2048, 8), "bm1x4096w8": (1, 4096, 8),
-                     "bm2x1024w8": (2, 1024, 8)}
+# (data/h100/masked_ab_bm.csv, first round: 1 x 1024 and 2 x 1024 in 8 warps and 1 x 2048 in 8
+# lost to 1 x 2048 in 4 at every shape; bm1x1024w4 is the tile shipped before LONG_WALK_TILE)
+BATCH_MAJOR_TILES = {"bm1x1024w4": (1, 1024, 4), "bm1x2048w2": (1, 2048, 2),
+                     "bm1x2048w4": (1, 2048, 4), "bm1x4096w4": (1, 4096, 4),
+                     "bm1x4096w8": (1, 4096, 8)}
 
 
 def batch_major_tile(args: tuple, dtype, block_b: int, block_t: int, warps: int):

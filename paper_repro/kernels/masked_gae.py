@@ -37,6 +37,10 @@ TIME_MAJOR_MAX_TILES = 32
 # 8.4 us against 17.6, 256 x 2048 split 17.4 against 43.2; 32768 x 32 0.66x)
 TIME_MAJOR_TILE = (16, 16)
 PREFETCH = True  # batch-major: the next tile's loads in flight during this one's scans
+# (steps, warps) of batch-major rows walked one a program by fewer than two programs an SM,
+# from LONG_WALK_TILES 1024-step tiles: more bytes in flight a program (data/h100/
+# masked_ab_bm.csv: 256 x 32768 59.1 -> 48.4 us, 256 x 8192 11.6 -> 10.0; 8 warps lost)
+LONG_WALK_TILE, LONG_WALK_TILES, TWO_AN_SM = (2048, 4), 4, 264
 SPLIT_PROGRAMS = 512  # rows split in time: segments enough for ~4 programs an SM
 
 
@@ -184,9 +188,10 @@ class MaskedLaunch:
 
 def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4) -> tuple:
     """``(BLOCK_B, BLOCK_T, num_warps, FLIP, PREFETCH, seg_tiles)``: time-major rows in tiles
-    across the envs, lanes latest step first; others walk up to 1024 steps a tile, as runs of
-    one 16-byte load's steps (``itemsize``: bytes of a reward), as many rows a program as keep
-    ~2 programs an SM busy, the next tile loaded while this one is scanned. Rows whose
+    across the envs, lanes latest step first; others walk up to 1024 steps a tile (2048 where
+    fewer than two programs an SM walk long rows), as runs of one 16-byte load's steps
+    (``itemsize``: bytes of a reward), as many rows a program as keep ~2 programs an SM busy,
+    the next tile loaded while this one is scanned. Rows whose
     programs would not walk fast (``walks_fast``) split time into segments of ``seg_tiles``
     tiles (0: one segment a row), about SPLIT_PROGRAMS programs in all."""
     time_major = L.is_time_major(stride)
@@ -197,12 +202,14 @@ def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4) -> tuple:
     else:
         block_t = max(16, min(_pow2(T), 1024))
         block_b = max(1, min(_pow2(B), 2048 // block_t))
-        while block_b > 1 and triton_cdiv(B, block_b) < 264:
+        while block_b > 1 and triton_cdiv(B, block_b) < TWO_AN_SM:
             block_b //= 2
         warps = max(1, min(8, block_b * block_t // 256))
         flip, prefetch = run_length(block_t, itemsize, False), PREFETCH
     tiles, programs = triton_cdiv(T, block_t), triton_cdiv(B, block_b)
     seg_tiles = 0 if walks_fast(tiles, programs, time_major) else split_tiles(tiles, programs)
+    if not (time_major or seg_tiles) and programs < TWO_AN_SM and tiles >= LONG_WALK_TILES:
+        block_t, warps = LONG_WALK_TILE
     return block_b, block_t, warps, flip, prefetch, seg_tiles
 
 
