@@ -226,18 +226,24 @@ def test_rows_whose_programs_walk_slowly_split_time(B, T, layout, seg_tiles):
 
 
 @pytest.mark.parametrize("B, T, tile", [
-    (256, 32768, (1, 2048, 4)), (256, 8192, (1, 2048, 4)), (4, 4100, (1, 2048, 4)),
+    (256, 32768, (1, 2048, 4)), (256, 8192, (1, 2048, 4)), (133, 4100, (1, 2048, 4)),
+    (132, 4100, (1, 4096, 8)), (4, 4096, (1, 4096, 8)), (64, 16384, (1, 4096, 8)),
     (512, 4096, (1, 1024, 4)), (256, 2048, (1, 1024, 4)), (32, 32768, (1, 1024, 4))])
 def test_long_rows_walked_by_few_programs_take_wider_tiles(B, T, tile):
     """Rows of at least LONG_WALK_TILES tiles walked one a program by fewer than two programs an
-    SM take LONG_WALK_TILE; more programs, shorter rows and split rows keep 1024 steps."""
+    SM take LONG_WALK_TILE, by at most one LONGER_WALK_TILE; more programs, shorter rows and
+    split rows keep 1024 steps."""
     assert MG.masked_tile(B, T, (T, 1))[:3] == tile
 
 
-def test_a_long_walk_tile_matches_the_reference(backend):
-    """Three rows of 4100 steps, walked in 2048-step tiles (the last one partial)."""
+@pytest.mark.parametrize("programs", [1, 2], ids=["one_an_sm", "under_two"])
+def test_long_walk_tiles_match_the_reference(programs, backend, monkeypatch):
+    """Three rows of 4100 steps walked in 4096-step tiles (``programs``: at most one program an
+    SM), and in 2048-step ones (under two), the last tile partial."""
+    monkeypatch.setattr(MG, "AN_SM", 3 if programs == 1 else 2)  # 3 programs (rows)
     r, v, m, last = inputs(3, 4100, 17, device=device_of(backend))
-    assert MG.masked_tile(3, 4100, (4100, 1))[1] == MG.LONG_WALK_TILE[0]
+    tile = MG.LONGER_WALK_TILE if programs == 1 else MG.LONG_WALK_TILE
+    assert MG.masked_tile(3, 4100, (4100, 1))[1:3] == tile
     assert_close("long walk", P.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last),
                  ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last), TOL[torch.float32])
 

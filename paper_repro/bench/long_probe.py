@@ -692,7 +692,8 @@ def words(warm: bool = False, share: tuple = (0, 1), items=words_items, cold: bo
         tile = label(c) + ("" if variant == "plain" else f"/{variant}") + suffix
         for cold_suffix, turns in timings:
             diff, us = forced_time(prep, want, c, repeats=3, turns=turns)
-            print(f"{a},{n},{t},{dt},{lay},{fl},{tile}{cold_suffix},{us:.3f},{diff:.3g}", flush=True)
+            print(f"{a},{n},{t},{dt},{lay},{fl},{tile}{cold_suffix},{us:.3f},{diff:.3g}",
+                  flush=True)
 
 
 def sixteen():

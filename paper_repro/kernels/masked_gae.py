@@ -37,10 +37,13 @@ TIME_MAJOR_MAX_TILES = 32
 # 8.4 us against 17.6, 256 x 2048 split 17.4 against 43.2; 32768 x 32 0.66x)
 TIME_MAJOR_TILE = (16, 16)
 PREFETCH = True  # batch-major: the next tile's loads in flight during this one's scans
-# (steps, warps) of batch-major rows walked one a program by fewer than two programs an SM,
-# from LONG_WALK_TILES 1024-step tiles: more bytes in flight a program (data/h100/
-# masked_ab_bm.csv: 256 x 32768 59.1 -> 48.4 us, 256 x 8192 11.6 -> 10.0; 8 warps lost)
-LONG_WALK_TILE, LONG_WALK_TILES, TWO_AN_SM = (2048, 4), 4, 264
+# (steps, warps) of batch-major rows of at least LONG_WALK_TILES 1024-step tiles walked one a
+# program by fewer than two programs an SM (AN_SM: the H100's and H200's SMs), and by at most
+# one: more bytes in flight a program (data/h100/masked_ab_bm2.csv, against 1024 steps in 4
+# warps: 256 x 32768 58.4 -> 47.5 us, 256 x 8192 11.7 -> 10.0; 64 x 16384 18.2 -> 11.2, 8 x
+# 8192 9.5 -> 6.2; 4096 steps in 8 warps lost from 256 rows, 2048 in 2 and 4096 in 4 lost)
+LONG_WALK_TILES, AN_SM = 4, 132
+LONG_WALK_TILE, LONGER_WALK_TILE = (2048, 4), (4096, 8)
 SPLIT_PROGRAMS = 512  # rows split in time: segments enough for ~4 programs an SM
 
 
@@ -188,8 +191,8 @@ class MaskedLaunch:
 
 def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4) -> tuple:
     """``(BLOCK_B, BLOCK_T, num_warps, FLIP, PREFETCH, seg_tiles)``: time-major rows in tiles
-    across the envs, lanes latest step first; others walk up to 1024 steps a tile (2048 where
-    fewer than two programs an SM walk long rows), as runs of one 16-byte load's steps
+    across the envs, lanes latest step first; others walk up to 1024 steps a tile (2048 or
+    4096 where fewer than two programs an SM walk long rows), as runs of one 16-byte load's steps
     (``itemsize``: bytes of a reward), as many rows a program as keep ~2 programs an SM busy,
     the next tile loaded while this one is scanned. Rows whose
     programs would not walk fast (``walks_fast``) split time into segments of ``seg_tiles``
@@ -202,14 +205,14 @@ def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4) -> tuple:
     else:
         block_t = max(16, min(_pow2(T), 1024))
         block_b = max(1, min(_pow2(B), 2048 // block_t))
-        while block_b > 1 and triton_cdiv(B, block_b) < TWO_AN_SM:
+        while block_b > 1 and triton_cdiv(B, block_b) < 2 * AN_SM:
             block_b //= 2
         warps = max(1, min(8, block_b * block_t // 256))
         flip, prefetch = run_length(block_t, itemsize, False), PREFETCH
     tiles, programs = triton_cdiv(T, block_t), triton_cdiv(B, block_b)
     seg_tiles = 0 if walks_fast(tiles, programs, time_major) else split_tiles(tiles, programs)
-    if not (time_major or seg_tiles) and programs < TWO_AN_SM and tiles >= LONG_WALK_TILES:
-        block_t, warps = LONG_WALK_TILE
+    if not (time_major or seg_tiles) and tiles >= LONG_WALK_TILES and programs < 2 * AN_SM:
+        block_t, warps = LONGER_WALK_TILE if programs <= AN_SM else LONG_WALK_TILE
     return block_b, block_t, warps, flip, prefetch, seg_tiles
 
 
