@@ -236,6 +236,15 @@ def test_long_rows_walked_by_few_programs_take_wider_tiles(B, T, tile):
     assert MG.masked_tile(B, T, (T, 1))[:3] == tile
 
 
+@pytest.mark.parametrize("B, T, prefetch", [(4096, 512, True), (32768, 32, True),
+                                             (256, 2048, False), (1024, 256, True)])
+def test_time_major_walks_prefetch_and_splits_do_not(B, T, prefetch):
+    """Time-major tiles walked whole load the next tile while scanning this one (PREFETCH);
+    those splitting time do not."""
+    tile = MG.masked_tile(B, T, (1, B))
+    assert (tile[4], tile[5] == 0) == (prefetch, prefetch)
+
+
 @pytest.mark.parametrize("programs", [1, 2], ids=["one_an_sm", "under_two"])
 def test_long_walk_tiles_match_the_reference(programs, backend, monkeypatch):
     """Three rows of 4100 steps walked in 4096-step tiles (``programs``: at most one program an

@@ -193,24 +193,27 @@ def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4) -> tuple:
     """``(BLOCK_B, BLOCK_T, num_warps, FLIP, PREFETCH, seg_tiles)``: time-major rows in tiles
     across the envs, lanes latest step first; others walk up to 1024 steps a tile (2048 or
     4096 where fewer than two programs an SM walk long rows), as runs of one 16-byte load's steps
-    (``itemsize``: bytes of a reward), as many rows a program as keep ~2 programs an SM busy,
-    the next tile loaded while this one is scanned. Rows whose
+    (``itemsize``: bytes of a reward), as many rows a program as keep ~2 programs an SM busy;
+    the next tile loaded while this one is scanned, but in time-major splits. Rows whose
     programs would not walk fast (``walks_fast``) split time into segments of ``seg_tiles``
     tiles (0: one segment a row), about SPLIT_PROGRAMS programs in all."""
     time_major = L.is_time_major(stride)
     if time_major:
         block_b, block_t = TIME_MAJOR_TILE
         block_b = min(block_b, _pow2(B))
-        warps, flip, prefetch = 1, 1, False
+        warps, flip = 1, 1
     else:
         block_t = max(16, min(_pow2(T), 1024))
         block_b = max(1, min(_pow2(B), 2048 // block_t))
         while block_b > 1 and triton_cdiv(B, block_b) < 2 * AN_SM:
             block_b //= 2
         warps = max(1, min(8, block_b * block_t // 256))
-        flip, prefetch = run_length(block_t, itemsize, False), PREFETCH
+        flip = run_length(block_t, itemsize, False)
     tiles, programs = triton_cdiv(T, block_t), triton_cdiv(B, block_b)
     seg_tiles = 0 if walks_fast(tiles, programs, time_major) else split_tiles(tiles, programs)
+    # time-major walks prefetch too (data/h100/masked_ab_walk.csv: 0.89-0.96x the time, 4096 x
+    # 512 29.1 -> 26.0 us); split ones were not timed with it
+    prefetch = PREFETCH and not (time_major and seg_tiles)
     if not (time_major or seg_tiles) and tiles >= LONG_WALK_TILES and programs < 2 * AN_SM:
         block_t, warps = LONGER_WALK_TILE if programs <= AN_SM else LONG_WALK_TILE
     return block_b, block_t, warps, flip, prefetch, seg_tiles
