@@ -82,8 +82,9 @@ IN_LAUNCH_ORDER: tl.constexpr = tl.constexpr(_in_launch_order())
 # PAPER_REPRO_REDUCE_IN_ORDER=1 keeps scan order everywhere (the A/B's other arm).
 REDUCE_AGAINST_ORDER: tl.constexpr = tl.constexpr(
     os.environ.get("PAPER_REPRO_REDUCE_IN_ORDER") != "1")
-# The second of two passes may take its segments last first, so that it starts on those the
-# first pass read last, still in L2; PAPER_REPRO_SECOND_PASS_LAST_FIRST=1 for the A/B.
+# The second of two passes may take its segments last first, to start on those the first pass
+# read last; it lost (1.09-1.15x the time at 1 x 4194304 and 4 x 1048576, data/h100/
+# segwindow.csv), and PAPER_REPRO_SECOND_PASS_LAST_FIRST=1 keeps that A/B's arm.
 SECOND_PASS_LAST_FIRST: tl.constexpr = tl.constexpr(
     os.environ.get("PAPER_REPRO_SECOND_PASS_LAST_FIRST") == "1")
 # One pass, one tile a program (T <= BLOCK_T): the sweep is unrolled once, so the outgoing
