@@ -9,9 +9,9 @@ with the largest difference between that arm's output and the two scans'. The fo
 ``runs``: batch-major tiles as runs of one 16-byte load's steps; ``runs_prefetch``: the next
 tile's loads in flight while this one is scanned; ``split``: the shipped walk over segments of
 time, about ``SPLIT_PROGRAMS`` programs, two launches; time-major ``interleaved``: 16 x 128
-tiles in interleaved runs of 4, ``tm{envs}x{steps}w{warps}``: lanes tiles of 16-32 envs;
-batch-major ``bm{rows}x{steps}w{warps}``: other tiles in runs, prefetched) launch the kernel
-without a plan. ``--shapes 256x32768,...`` keeps those cases only.
+tiles in interleaved runs of 4, ``tm{envs}x{steps}w{warps}``: lanes tiles of 16-32 envs, not
+prefetched; batch-major ``bm{rows}x{steps}w{warps}``: other tiles in runs, prefetched) launch
+the kernel without a plan. ``--shapes 256x32768,...`` keeps those cases only.
 """
 from __future__ import annotations
 
