@@ -176,10 +176,14 @@ def cap_rows(cases=None):
 # Masked GAE's fused kernel at the tiles masked_tile ships (BLOCK_B, BLOCK_T, warps, _,
 # PREFETCH, time-major) and FLIP: batch-major rows of 1024+ steps, 4096 x 128, two 1024-step
 # rows, as lanes latest step first (1) and as runs of 4 (shipped), each with and without the
-# next tile's loads in flight; time-major lanes.
+# next tile's loads in flight; the long walks' 2048 x 4 and 4096 x 8 tiles and the 4096 x 4
+# one they beat; time-major lanes, with and without prefetch.
 MASKED_TILES = [(1, 1024, 4, 0, p, False, f) for f in (1, 4) for p in (False, True)] + [
     (8, 128, 4, 0, p, False, f) for f in (1, 4) for p in (False, True)] + [
-    (2, 1024, 8, 0, True, False, 4), (16, 16, 1, 0, False, True, 1)]
+    (2, 1024, 8, 0, True, False, 4), (1, 2048, 4, 0, True, False, 4),
+    (1, 4096, 8, 0, True, False, 4), (1, 4096, 4, 0, True, False, 4)] + [
+    (16, 16, 1, 0, p, True, 1) for p in (False, True)]
+MASKED_COLUMNS = COLUMNS + ["local_loads", "local_stores"]
 
 
 def masked_rows():
@@ -206,7 +210,7 @@ def main(argv=None):
     name = "sass_caps" if args.caps else "sass_masked" if args.masked else "sass_counts"
     out = args.out or f"data/h200/{name}.csv"
     columns, produce = (CAP_COLUMNS, cap_rows) if args.caps else \
-        (COLUMNS, masked_rows) if args.masked else (COLUMNS, lambda: rows(args.quick))
+        (MASKED_COLUMNS, masked_rows) if args.masked else (COLUMNS, lambda: rows(args.quick))
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, columns, extrasaction="ignore", lineterminator="\n")
         w.writeheader()
