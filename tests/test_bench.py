@@ -534,6 +534,9 @@ def test_tile_probe_candidates_are_launchable():
     segments = [c for case in TP.time_major_split_cases("segment") + lookback[1::2]
                 for c in case[-1] if c.single_pass and c.seg_len > c.BLOCK_T]
     assert segments and all(c.seg_len <= 16 * c.BLOCK_T for c in segments)
+    windowed = [c for *_, c in LP.segwindow_items() if c is not None]
+    assert windowed and all(c.single_pass and c.seg_len % c.BLOCK_T == 0 and
+                            4 <= c.seg_len // c.BLOCK_T <= 16 for c in windowed)
     sixteen = {}
     for a, n, t, dt, fl, c in LP.sixteen_items():
         sixteen.setdefault((a, n, t, dt, fl), []).append(c)

@@ -340,8 +340,9 @@ def test_func_transforms(backend):
 
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "torch"], indirect=True)
 def test_the_ab_benchmarks_forced_arms(backend):
-    """``bench.masked_ab``'s forced launches (each walk, time split, the time-major tiles it
-    weighs) give the loop's answer, so that its timings compare like with like."""
+    """``bench.masked_ab``'s forced launches (each walk, time split, the time-major and
+    batch-major tiles it weighs) give the loop's answer, so that its timings compare like with
+    like."""
     from paper_repro.bench.masked_ab import forced
 
     r, v, m, last = inputs(5, 2100, 30, device=device_of(backend))  # split: 3 segments
@@ -356,4 +357,11 @@ def test_the_ab_benchmarks_forced_arms(backend):
     tm = (*(x.t().contiguous() for x in (r, v, m)), last)
     for name, tile in TIME_MAJOR_TILES.items():
         assert_close(name, time_major_tile(tm, torch.float32, *tile).t(), want,
+                     TOL[torch.float32])
+    from paper_repro.bench.masked_ab import BATCH_MAJOR_TILES, batch_major_tile
+
+    r, v, m, last = inputs(3, 4200, 32, device=device_of(backend))  # 2-5 tiles, the last partial
+    want = ref.compute_masked_gae(r, v, m, 1.0, 0.95, last)
+    for name, tile in BATCH_MAJOR_TILES.items():
+        assert_close(name, batch_major_tile((r, v, m, last), torch.float32, *tile), want,
                      TOL[torch.float32])
