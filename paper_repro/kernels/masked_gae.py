@@ -36,12 +36,13 @@ TIME_MAJOR_MAX_TILES = 32
 # (data/h100/masked_ab_tn.csv: 0.40-0.85x the time of 64 x 16 tiles in 4 warps, 4096 x 128
 # 8.4 us against 17.6, 256 x 2048 split 17.4 against 43.2; 32768 x 32 0.66x)
 TIME_MAJOR_TILE = (16, 16)
-PREFETCH = True  # batch-major: the next tile's loads in flight during this one's scans
+PREFETCH = True  # the next tile's loads in flight during this one's scans (masked_tile: where)
 # (steps, warps) of batch-major rows of at least LONG_WALK_TILES 1024-step tiles walked one a
 # program by fewer than two programs an SM (AN_SM: the H100's and H200's SMs), and by at most
 # one: more bytes in flight a program (data/h100/masked_ab_bm2.csv, against 1024 steps in 4
 # warps: 256 x 32768 58.4 -> 47.5 us, 256 x 8192 11.7 -> 10.0; 64 x 16384 18.2 -> 11.2, 8 x
-# 8192 9.5 -> 6.2; 4096 steps in 8 warps lost from 256 rows, 2048 in 2 and 4096 in 4 lost)
+# 8192 9.5 -> 6.2; 4096 steps in 8 warps lost from 256 rows, 2048 in 2 lost, and 4096 in 4,
+# which spills: data/h200/sass_masked.csv)
 LONG_WALK_TILES, AN_SM = 4, 132
 LONG_WALK_TILE, LONGER_WALK_TILE = (2048, 4), (4096, 8)
 SPLIT_PROGRAMS = 512  # rows split in time: segments enough for ~4 programs an SM
