@@ -231,9 +231,10 @@ def test_rows_whose_programs_walk_slowly_split_time(B, T, layout, seg_tiles):
     (512, 4096, (1, 1024, 4)), (256, 2048, (1, 1024, 4)), (32, 32768, (1, 1024, 4))])
 def test_long_rows_walked_by_few_programs_take_wider_tiles(B, T, tile):
     """Rows of at least LONG_WALK_TILES tiles walked one a program by fewer than two programs an
-    SM take LONG_WALK_TILE, by at most one LONGER_WALK_TILE; more programs, shorter rows and
-    split rows keep 1024 steps."""
+    SM take LONG_WALK_TILE, by at most one LONGER_WALK_TILE; more programs, shorter rows,
+    split rows and fp64 scans keep 1024 steps."""
     assert MG.masked_tile(B, T, (T, 1))[:3] == tile
+    assert MG.masked_tile(B, T, (T, 1), 8, 8)[:3] == (1, 1024, 4)  # fp64: wider tiles spill
 
 
 @pytest.mark.parametrize("B, T, prefetch", [(4096, 512, True), (32768, 32, True),

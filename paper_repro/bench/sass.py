@@ -72,18 +72,19 @@ def kernels() -> dict:
             "affine_scan": affine_scan.affine_scan_kernel}
 
 
-def _signature(kernel, tile, flip, align=None):
+def _signature(kernel, tile, flip, align=None, fp64=False):
     """Triton's signature, constexprs and 16-byte alignments for fp32 inputs laid out like
     the benchmarks' (time contiguous unless time-major; actions contiguous). ``align``: the
     contiguous axis's extent and the other strides are not multiples of 16, and the kernels'
-    ``ALIGN`` says what they are instead (``_launch.alignment``)."""
+    ``ALIGN`` says what they are instead (``_launch.alignment``). ``fp64``: fp64 inputs,
+    scalars and scans, the mask (``m_ptr``) bool."""
     import triton.language as tl
 
     BLOCK_B, BLOCK_T, _, phase, prefetch, time_major = tile
     unit = {"stride3_a", "stride_b" if time_major else "stride_t",
             "out_stride_b" if time_major else "out_stride_t"}
-    tiles = dict(ACC=tl.float32, PHASE=phase, BLOCK_B=BLOCK_B, BLOCK_T=BLOCK_T,
-                 PREFETCH=prefetch, FLIP=flip, ALIGN=align or 0)
+    tiles = dict(ACC=tl.float64 if fp64 else tl.float32, PHASE=phase, BLOCK_B=BLOCK_B,
+                 BLOCK_T=BLOCK_T, PREFETCH=prefetch, FLIP=flip, ALIGN=align or 0)
     sig, const = {}, {}
     for name, p in zip(kernel.arg_names, kernel.params):
         if p.is_constexpr:
@@ -94,9 +95,10 @@ def _signature(kernel, tile, flip, align=None):
             # the look-backs' scratch (PHASE 3, 4, 6) is int32 words, the two passes' fp32
             words = {"status_ptr": "*i32", "act_ptr": "*i64",
                      "agg_ptr": "*i32" if phase >= 3 else "*fp32"}
-            sig[name] = words.get(name, "*fp32")
+            values = ("*i1" if name == "m_ptr" else "*fp64") if fp64 else "*fp32"
+            sig[name] = words.get(name, values)
         else:
-            sig[name] = "i32" if name in INTS else "fp32"
+            sig[name] = "i32" if name in INTS else "fp64" if fp64 else "fp32"
     # Time-major rows are the contiguous axis: the benchmarks' batch sizes are multiples of 16,
     # which Triton specialises on, so their loads vectorise along the rows.
     unaligned = UNALIGNED - {"B"} if time_major else UNALIGNED
@@ -108,9 +110,9 @@ def _signature(kernel, tile, flip, align=None):
     return sig, const, aligned
 
 
-def counts(kernel, tile, flip=0, maxnreg=0, align=None) -> dict:
+def counts(kernel, tile, flip=0, maxnreg=0, align=None, fp64=False) -> dict:
     """Compile ``kernel`` for sm_90 with ``tile`` (registers capped at ``maxnreg`` where set;
-    ``align``: see ``_signature``) and count what its SASS does per launch;
+    ``align``, ``fp64``: see ``_signature``) and count what its SASS does per launch;
     ``local_loads``/``local_stores``: spills; ``loads_in_scan``: global loads issued between the
     first warp shuffle (the scan's) and the first store, which the scan may wait on (in a
     look-back, its reads of the predecessors' words among them)."""
@@ -118,7 +120,7 @@ def counts(kernel, tile, flip=0, maxnreg=0, align=None) -> dict:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    sig, const, aligned = _signature(kernel, tile, flip, align)
+    sig, const, aligned = _signature(kernel, tile, flip, align, fp64)
     options = {"num_warps": tile[2], **({"maxnreg": maxnreg} if maxnreg else {})}
     compiled = triton.compile(ASTSource(kernel, sig, const, aligned),
                               target=GPUTarget("cuda", 90, 32), options=options)
@@ -177,13 +179,16 @@ def cap_rows(cases=None):
 # PREFETCH, time-major) and FLIP: batch-major rows of 1024+ steps, 4096 x 128, two 1024-step
 # rows, as lanes latest step first (1) and as runs of 4 (shipped), each with and without the
 # next tile's loads in flight; the long walks' 2048 x 4 and 4096 x 8 tiles and the 4096 x 4
-# one they beat; time-major lanes, with and without prefetch.
+# one they beat; time-major lanes, with and without prefetch; then fp64 (bool mask) in the
+# shipped 1 x 1024 tile and the two wider ones, which spill there.
 MASKED_TILES = [(1, 1024, 4, 0, p, False, f) for f in (1, 4) for p in (False, True)] + [
     (8, 128, 4, 0, p, False, f) for f in (1, 4) for p in (False, True)] + [
     (2, 1024, 8, 0, True, False, 4), (1, 2048, 4, 0, True, False, 4),
     (1, 4096, 8, 0, True, False, 4), (1, 4096, 4, 0, True, False, 4)] + [
     (16, 16, 1, 0, p, True, 1) for p in (False, True)]
-MASKED_COLUMNS = COLUMNS + ["local_loads", "local_stores"]
+MASKED_FP64_TILES = [(1, 1024, 4, 0, True, False, 2), (1, 2048, 4, 0, True, False, 2),
+                     (1, 4096, 8, 0, True, False, 2)]
+MASKED_COLUMNS = COLUMNS + ["local_loads", "local_stores", "dtype"]
 
 
 def masked_rows():
@@ -191,10 +196,12 @@ def masked_rows():
 
     from paper_repro.kernels.masked_gae import masked_gae_kernel
 
-    for *tile, flip in MASKED_TILES:
-        yield {"triton": triton.__version__, "kernel": "masked_gae",
-               **dict(zip(COLUMNS[2:9], (*tile, flip))),
-               **counts(masked_gae_kernel, tuple(tile), flip)}
+    for fp64, tiles in ((False, MASKED_TILES), (True, MASKED_FP64_TILES)):
+        for *tile, flip in tiles:
+            yield {"triton": triton.__version__, "kernel": "masked_gae",
+                   **dict(zip(COLUMNS[2:9], (*tile, flip))),
+                   **counts(masked_gae_kernel, tuple(tile), flip, fp64=fp64),
+                   "dtype": "fp64" if fp64 else "fp32"}
 
 
 def main(argv=None):

@@ -93,7 +93,8 @@ def compute_masked_gae(rewards, values, mask, gamma, lambda_, last_value=None, *
         return torch.empty_like(rewards, dtype=out_dtype)
     if not L.needs_dispatch(rewards, values, mask, last_value) and L.use_triton(rewards):
         rows = L.rows_of(axis, rewards=rewards, values=values, mask=mask)
-        tile = masked_tile(rows.B, rows.T, rows.stride, rewards.element_size())
+        tile = masked_tile(rows.B, rows.T, rows.stride, rewards.element_size(),
+                           L.acc_dtype(out_dtype).itemsize)
         return P.recorded(key, fused_masked_gae, args, rows, tile, gamma, lambda_, axis,
                           out_dtype)
     return two_scans(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype)
@@ -190,11 +191,12 @@ class MaskedLaunch:
         return None if compiled is None else (compiled, self.grid3, (*pointers, *self.rest))
 
 
-def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4) -> tuple:
+def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4, acc_bytes: int = 4) -> tuple:
     """``(BLOCK_B, BLOCK_T, num_warps, FLIP, PREFETCH, seg_tiles)``: time-major rows in tiles
     across the envs, lanes latest step first; others walk up to 1024 steps a tile (2048 or
-    4096 where fewer than two programs an SM walk long rows), as runs of one 16-byte load's steps
-    (``itemsize``: bytes of a reward), as many rows a program as keep ~2 programs an SM busy;
+    4096 where fewer than two programs an SM walk long rows and ``acc_bytes``, the scans'
+    float, is 4), as runs of one 16-byte load's steps (``itemsize``: bytes of a reward), as
+    many rows a program as keep ~2 programs an SM busy;
     the next tile loaded while this one is scanned, but in time-major splits. Rows whose
     programs would not walk fast (``walks_fast``) split time into segments of ``seg_tiles``
     tiles (0: one segment a row), about SPLIT_PROGRAMS programs in all."""
@@ -215,7 +217,9 @@ def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4) -> tuple:
     # time-major walks prefetch too (data/h100/masked_ab_walk.csv: 0.89-0.96x the time, 4096 x
     # 512 29.1 -> 26.0 us); split ones were not timed with it
     prefetch = PREFETCH and not (time_major and seg_tiles)
-    if not (time_major or seg_tiles) and tiles >= LONG_WALK_TILES and programs < 2 * AN_SM:
+    # fp64 scans keep 1024 steps: wider tiles spill there (data/h200/sass_masked.csv)
+    if not (time_major or seg_tiles) and tiles >= LONG_WALK_TILES and programs < 2 * AN_SM \
+            and acc_bytes <= 4:
         block_t, warps = LONGER_WALK_TILE if programs <= AN_SM else LONG_WALK_TILE
     return block_b, block_t, warps, flip, prefetch, seg_tiles
 
