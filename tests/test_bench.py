@@ -705,6 +705,18 @@ def test_sass_counts_compile_without_a_gpu():
     assert 0 < capped["loads_in_scan"] < capped["loads"]
 
 
+def test_sass_counts_of_masked_gae_in_fp64():
+    """Masked GAE's fused kernel compiles for sm_90 with fp64 inputs and scans too: the same
+    tile then needs more registers and twice the 16-byte loads (two values a load)."""
+    code = ("import json; from paper_repro.bench import sass as S; "
+            "from paper_repro.kernels.masked_gae import masked_gae_kernel as k; "
+            "t = (1, 1024, 4, 0, True, False); "
+            "print(json.dumps([S.counts(k, t, 4), S.counts(k, t, 2, fp64=True)]))")
+    fp32, fp64 = _compiled_json(code)
+    assert fp64["registers"] > fp32["registers"] > 0
+    assert fp64["vector_loads"] > fp32["vector_loads"] > 0
+
+
 @pytest.mark.parametrize("name", ["affine_scan", "gae", "vtrace"])
 def test_alignment_word_vectorises_unaligned_rows(name):
     """Rows of a length (batch-major) or batches (time-major) that are no multiple of 16
