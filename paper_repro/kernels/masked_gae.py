@@ -196,10 +196,10 @@ def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4, acc_bytes: int
     across the envs, lanes latest step first; others walk up to 1024 steps a tile (2048 or
     4096 where fewer than two programs an SM walk long rows and ``acc_bytes``, the scans'
     float, is 4), as runs of one 16-byte load's steps (``itemsize``: bytes of a reward), as
-    many rows a program as keep ~2 programs an SM busy;
-    the next tile loaded while this one is scanned, but in time-major splits. Rows whose
-    programs would not walk fast (``walks_fast``) split time into segments of ``seg_tiles``
-    tiles (0: one segment a row), about SPLIT_PROGRAMS programs in all."""
+    many rows a program as keep ~2 programs an SM busy. The next tile is loaded while this one
+    is scanned, but in time-major splits. Rows whose programs would not walk fast
+    (``walks_fast``) split time into segments of ``seg_tiles`` tiles (0: one segment a row),
+    about SPLIT_PROGRAMS programs in all."""
     time_major = L.is_time_major(stride)
     if time_major:
         block_b, block_t = TIME_MAJOR_TILE
