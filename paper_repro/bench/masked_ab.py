@@ -84,20 +84,29 @@ def arms(num_envs: int, seq_len: int, layout: str, dtype) -> dict:
 
 # Batch-major tiles (rows, steps, warps) beside the public call's, where a program streams a
 # row of many tiles: wider tiles or more warps keep more bytes in flight an SM
-# (data/h100/masked_ab_bm.csv, first round: 1 x 1024 and 2 x 1024 in 8 warps and 1 x 2048 in 8
-# lost to 1 x 2048 in 4 at every shape; bm1x1024w4 is the tile shipped before LONG_WALK_TILE)
+# (data/h100/masked_ab_bm.csv, first round: 2 x 1024 and 1 x 2048 in 8 warps lost to 1 x 2048
+# in 4 at every shape, 1 x 1024 in 8 wherever 256 rows were walked; bm1x1024w4 is the tile
+# shipped before LONG_WALK_TILE)
 BATCH_MAJOR_TILES = {"bm1x1024w4": (1, 1024, 4), "bm1x2048w2": (1, 2048, 2),
                      "bm1x2048w4": (1, 2048, 4), "bm1x4096w4": (1, 4096, 4),
                      "bm1x4096w8": (1, 4096, 8)}
 
 
-def batch_major_tile(args: tuple, dtype, block_b: int, block_t: int, warps: int):
-    """Batch-major rows in ``block_b`` x ``block_t`` tiles in ``warps`` warps, as runs with the
-    next tile prefetched, time split as ``masked_tile`` would split it."""
-    rows = L.rows_of(1, rewards=args[0], values=args[1], mask=args[2])
+def _walked(rows, block_b: int, block_t: int, time_major: bool) -> tuple:
+    """``(block_t, seg_tiles)``: the tile's steps, at most the rows' (a power of two from 16),
+    and its segments: whole rows where ``walks_fast`` says this tile's programs walk fast, else
+    ``split_tiles``'s."""
     block_t = min(block_t, max(16, 1 << (rows.T - 1).bit_length()))
     tiles, programs = triton_cdiv(rows.T, block_t), triton_cdiv(rows.B, block_b)
-    seg_tiles = 0 if MG.walks_fast(tiles, programs, False) else MG.split_tiles(tiles, programs)
+    walked = MG.walks_fast(tiles, programs, time_major)
+    return block_t, 0 if walked else MG.split_tiles(tiles, programs)
+
+
+def batch_major_tile(args: tuple, dtype, block_b: int, block_t: int, warps: int):
+    """Batch-major rows in ``block_b`` x ``block_t`` tiles in ``warps`` warps, as runs with the
+    next tile prefetched, walked or split as ``_walked`` says."""
+    rows = L.rows_of(1, rewards=args[0], values=args[1], mask=args[2])
+    block_t, seg_tiles = _walked(rows, block_b, block_t, False)
     flip = MG.run_length(block_t, args[0].element_size(), False)
     return MG.fused_masked_gae(args, rows, (block_b, block_t, warps, flip, True, seg_tiles),
                                1.0, 0.95, 1, dtype)
@@ -113,12 +122,10 @@ TIME_MAJOR_TILES = {"interleaved": (16, 128, 4, -4), "tm16x16w1": (16, 16, 1, 1)
 
 def time_major_tile(args: tuple, dtype, block_b: int, block_t: int, warps: int, flip: int):
     """Time-major ``[T, N]`` rows in ``block_b`` x ``block_t`` tiles (``flip``: 1 lanes latest
-    step first, -R interleaved runs of R), time split as ``masked_tile`` would split it."""
+    step first, -R interleaved runs of R), walked or split as ``_walked`` says."""
     rows = L.rows_of(0, rewards=args[0], values=args[1], mask=args[2])
-    block_t = min(block_t, max(16, 1 << (rows.T - 1).bit_length()))
+    block_t, seg_tiles = _walked(rows, block_b, block_t, True)
     flip = -max(2, block_t // 32) if flip < 0 else flip
-    tiles, programs = triton_cdiv(rows.T, block_t), triton_cdiv(rows.B, block_b)
-    seg_tiles = 0 if MG.walks_fast(tiles, programs, True) else MG.split_tiles(tiles, programs)
     return MG.fused_masked_gae(args, rows, (block_b, block_t, warps, flip, False, seg_tiles),
                                1.0, 0.95, 0, dtype)
 
