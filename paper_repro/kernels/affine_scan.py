@@ -759,7 +759,8 @@ class Launch:
     so no per-call dicts. A look-back's ``agg_ptr`` is its scratch words and ``status_ptr`` the
     spare its programs zero (``_links.py``). ``one_tile``: one-pass programs of one tile take
     ONE_TILE (else the walk, PHASE 0); ``look_back_tile``: the one-tile look-back takes its
-    compile-time tile (PHASE 3, else ``WALKED_LOOK_BACK``)."""
+    compile-time tile (PHASE 3, else ``WALKED_LOOK_BACK``); ``prefetch``: PREFETCH where
+    ``L.prefetch`` says (else never)."""
 
     __slots__ = ("kernel", "grid", "num_warps", "B", "acc", "device", "cuda_index", "middle",
                  "tile", "one_pass", "single_pass", "launchers", "grid3", "maxnreg")
@@ -768,7 +769,7 @@ class Launch:
 
     def __init__(self, kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, device,
                  ints: tuple, scalars: tuple = (), flags: tuple = (), one_tile: bool = True,
-                 look_back_tile: bool = True):
+                 look_back_tile: bool = True, prefetch: bool = True):
         self.kernel, self.num_warps, self.B, self.acc, self.device = (
             kernel, config.num_warps, B, acc, device)
         self.maxnreg = config.max_registers
@@ -776,7 +777,8 @@ class Launch:
         self.grid = config.grid(B, T)
         self.grid3 = (*self.grid, 1)
         self.middle = (B, T, self.grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
-        self.tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config), int(config.flip),
+        self.tile = (config.BLOCK_B, config.BLOCK_T, prefetch and L.prefetch(config),
+                     int(config.flip),
                      L.alignment(B, T, ints[:4]))
         phase = ONE_TILE if one_tile and T <= config.BLOCK_T else 0
         self.one_pass = (*self.middle, phase, *self.tile) if self.grid[1] == 1 else None

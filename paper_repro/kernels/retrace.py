@@ -12,6 +12,7 @@ Where the layout allows, the per-action inputs are read as 64-bit words of two f
 step's actions as one vector load, reordered in registers to the tile's runs, 1.25-1.74x slower
 at every batch-major shape: data/h200/retrace_packed_ab.csv.)
 """
+import os
 from typing import Optional, Tuple
 
 import torch
@@ -21,6 +22,7 @@ import triton.language as tl
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _plan as P
+from paper_repro.kernels._hints import prefetch_span
 from paper_repro.kernels.affine_scan import (
     Launch,
     against_scan_order,
@@ -154,6 +156,37 @@ def _step_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a, PACK: 
     return ratio
 
 
+# Tiles ahead whose lines a batch-major walk requests into L2 (PAPER_REPRO_L2_AHEAD; probes).
+L2_AHEAD: tl.constexpr = tl.constexpr(max(1, int(os.environ.get("PAPER_REPRO_L2_AHEAD", "1"))))
+
+
+@triton.jit
+def _prefetch_tile(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, term_ptr, trunc_ptr,
+                   row, first, count, stride_b, stride3_b, stride3_t, HAS_NEXT_PI: tl.constexpr,
+                   HAS_TRUNC: tl.constexpr, N_ACT: tl.constexpr, PACK: tl.constexpr,
+                   BLOCK_T: tl.constexpr):
+    """Request into L2 the lines of a batch-major row's ``count`` steps from ``first`` (time
+    contiguous; the per-action inputs' N_ACT actions a step, in words where PACK > 0)."""
+    WORDS: tl.constexpr = N_ACT // PACK if PACK > 0 else N_ACT
+    if PACK > 0:
+        pi_ptr = pi_ptr.to(tl.pointer_type(tl.int64), bitcast=True)
+        npi_ptr = npi_ptr.to(tl.pointer_type(tl.int64), bitcast=True)
+        nq_ptr = nq_ptr.to(tl.pointer_type(tl.int64), bitcast=True)
+    at3 = row * stride3_b + first * stride3_t
+    prefetch_span(pi_ptr, at3, count * stride3_t, BLOCK_T * WORDS)
+    prefetch_span(nq_ptr, at3, count * stride3_t, BLOCK_T * WORDS)
+    if HAS_NEXT_PI:
+        prefetch_span(npi_ptr, at3, count * stride3_t, BLOCK_T * WORDS)
+    at = row * stride_b + first
+    prefetch_span(mu_ptr, at, count, BLOCK_T)
+    prefetch_span(q_ptr, at, count, BLOCK_T)
+    prefetch_span(act_ptr, at, count, BLOCK_T)
+    prefetch_span(r_ptr, at, count, BLOCK_T)
+    prefetch_span(term_ptr, at, count, BLOCK_T)
+    if HAS_TRUNC:
+        prefetch_span(trunc_ptr, at, count, BLOCK_T)
+
+
 @triton.jit
 def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, term_ptr,
                        trunc_ptr, out_ptr, adv_ptr, agg_ptr, status_ptr,
@@ -167,7 +200,8 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
                        FLIP: tl.constexpr, ALIGN: tl.constexpr):
     B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
         B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN)
-    # PREFETCH is ignored: the per-action gathers depend on the loaded actions. PACK > 0: the
+    # PREFETCH (batch-major walks of one-row blocks): a later tile's lines are requested into
+    # L2, not loaded (the per-action gathers depend on the loaded actions). PACK > 0: the
     # per-action inputs are read as 64-bit words of PACK values of type VAL, their strides
     # (``stride3_*``) counted in words, N_ACT actions a step.
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
@@ -189,6 +223,14 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP, against)
+            if PREFETCH:  # noqa: SIM102 (constexpr) the tile L2_AHEAD later in the walk
+                if i + L2_AHEAD < n_chunks:
+                    j = tl.where(against, n_chunks - 1 - i - L2_AHEAD, i + L2_AHEAD)
+                    first = t_begin + (n_chunks - 1 - j) * BLOCK_T
+                    _prefetch_tile(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr,
+                                   term_ptr, trunc_ptr, pid_b, first,
+                                   tl.minimum(BLOCK_T, T - first), stride_b, stride3_b,
+                                   stride3_t, HAS_NEXT_PI, HAS_TRUNC, N_ACT, PACK, BLOCK_T)
             next_mask = mask & (t + 1 < T)[None, :]
             offs3 = rows[:, None] * stride3_b + t[None, :] * stride3_t
             if PACK > 0:
@@ -412,7 +454,7 @@ def _retrace(action_probs_target: torch.Tensor, action_probs_behavior: torch.Ten
                  q_ret.device, (*L.layout_ints(rows, q_ret), A, *stride3),
                  L.scalar_pairs(gamma, lambda_, c_bar, rho_bar),
                  (next_action_probs_target is not None, truncateds is not None, n_act, pack,
-                  val))
+                  val), prefetch=not rows.time_major and config.BLOCK_B == 1)
     pointers = L.pointers(q_ret, named["action_probs_target"], named["next_action_probs_target"],
                           named["next_q_values_all"], t["action_probs_behavior"], t["q_values"],
                           t["actions"], t["rewards"], t["terminateds"], t["truncateds"], q_ret,
