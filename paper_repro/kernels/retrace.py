@@ -163,28 +163,26 @@ L2_AHEAD: tl.constexpr = tl.constexpr(max(1, int(os.environ.get("PAPER_REPRO_L2_
 @triton.jit
 def _prefetch_tile(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, term_ptr, trunc_ptr,
                    row, first, count, stride_b, stride3_b, stride3_t, HAS_NEXT_PI: tl.constexpr,
-                   HAS_TRUNC: tl.constexpr, N_ACT: tl.constexpr, PACK: tl.constexpr,
-                   BLOCK_T: tl.constexpr):
-    """Request into L2 the lines of a batch-major row's ``count`` steps from ``first`` (time
-    contiguous; the per-action inputs' N_ACT actions a step, in words where PACK > 0)."""
-    WORDS: tl.constexpr = N_ACT // PACK if PACK > 0 else N_ACT
+                   HAS_TRUNC: tl.constexpr, PACK: tl.constexpr):
+    """Request into L2 a batch-major row's ``count`` steps from ``first`` of every input (time
+    contiguous; the per-action inputs in words where PACK > 0)."""
     if PACK > 0:
         pi_ptr = pi_ptr.to(tl.pointer_type(tl.int64), bitcast=True)
         npi_ptr = npi_ptr.to(tl.pointer_type(tl.int64), bitcast=True)
         nq_ptr = nq_ptr.to(tl.pointer_type(tl.int64), bitcast=True)
     at3 = row * stride3_b + first * stride3_t
-    prefetch_span(pi_ptr, at3, count * stride3_t, BLOCK_T * WORDS)
-    prefetch_span(nq_ptr, at3, count * stride3_t, BLOCK_T * WORDS)
+    prefetch_span(pi_ptr, at3, count * stride3_t)
+    prefetch_span(nq_ptr, at3, count * stride3_t)
     if HAS_NEXT_PI:
-        prefetch_span(npi_ptr, at3, count * stride3_t, BLOCK_T * WORDS)
+        prefetch_span(npi_ptr, at3, count * stride3_t)
     at = row * stride_b + first
-    prefetch_span(mu_ptr, at, count, BLOCK_T)
-    prefetch_span(q_ptr, at, count, BLOCK_T)
-    prefetch_span(act_ptr, at, count, BLOCK_T)
-    prefetch_span(r_ptr, at, count, BLOCK_T)
-    prefetch_span(term_ptr, at, count, BLOCK_T)
+    prefetch_span(mu_ptr, at, count)
+    prefetch_span(q_ptr, at, count)
+    prefetch_span(act_ptr, at, count)
+    prefetch_span(r_ptr, at, count)
+    prefetch_span(term_ptr, at, count)
     if HAS_TRUNC:
-        prefetch_span(trunc_ptr, at, count, BLOCK_T)
+        prefetch_span(trunc_ptr, at, count)
 
 
 @triton.jit
@@ -223,14 +221,18 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP, against)
-            if PREFETCH:  # noqa: SIM102 (constexpr) the tile L2_AHEAD later in the walk
-                if i + L2_AHEAD < n_chunks:
-                    j = tl.where(against, n_chunks - 1 - i - L2_AHEAD, i + L2_AHEAD)
-                    first = t_begin + (n_chunks - 1 - j) * BLOCK_T
-                    _prefetch_tile(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr,
-                                   term_ptr, trunc_ptr, pid_b, first,
-                                   tl.minimum(BLOCK_T, T - first), stride_b, stride3_b,
-                                   stride3_t, HAS_NEXT_PI, HAS_TRUNC, N_ACT, PACK, BLOCK_T)
+            if PREFETCH:  # the tile L2_AHEAD later in the walk (the first tile: those before)
+                for d in tl.static_range(1, L2_AHEAD + 1):
+                    want = i + d < n_chunks
+                    if d < L2_AHEAD:
+                        want = want & (i == 0)
+                    if want:
+                        j = tl.where(against, n_chunks - 1 - i - d, i + d)
+                        first = t_begin + (n_chunks - 1 - j) * BLOCK_T
+                        _prefetch_tile(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr,
+                                       term_ptr, trunc_ptr, pid_b, first,
+                                       tl.minimum(BLOCK_T, T - first), stride_b, stride3_b,
+                                       stride3_t, HAS_NEXT_PI, HAS_TRUNC, PACK)
             next_mask = mask & (t + 1 < T)[None, :]
             offs3 = rows[:, None] * stride3_b + t[None, :] * stride3_t
             if PACK > 0:
