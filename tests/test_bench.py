@@ -717,6 +717,16 @@ def test_sass_counts_of_masked_gae_in_fp64():
     assert fp64["vector_loads"] > fp32["vector_loads"] > 0
 
 
+def test_sass_counts_retrace_l2_prefetches():
+    """Retrace's walk with PREFETCH compiles its next tile's L2 requests for sm_90 (one bulk
+    prefetch an input: ``cp.async.bulk.prefetch.L2``); without it, none."""
+    code = ("import json; from paper_repro.bench import sass as S; k = S.kernels()['retrace']; "
+            "print(json.dumps([S.counts(k, (1, 512, 4, 0, p, False), 4)['l2_prefetches'] "
+            "for p in (True, False)]))")
+    hinted, plain = _compiled_json(code)
+    assert hinted >= 5 and plain == 0
+
+
 @pytest.mark.parametrize("name", ["affine_scan", "gae", "vtrace"])
 def test_alignment_word_vectorises_unaligned_rows(name):
     """Rows of a length (batch-major) or batches (time-major) that are no multiple of 16
@@ -1121,3 +1131,15 @@ def test_host_path_times_every_case():
     labels = [label for label, _, _ in cases(8, 16, "cpu")]
     assert sorted(rows) == sorted(labels) and "puff_advantage NT" in rows
     assert all(len(r) == 3 and min(map(float, r)) > 0 for r in rows.values())
+
+
+def test_l2_prefetch_ab_cases_are_walks():
+    """Every case of the L2-hint A/B is a Retrace row that one program walks in several tiles
+    on an H100 or H200 (132 SMs), where PREFETCH applies."""
+    from paper_repro.bench import l2_prefetch_ab as ab
+    from paper_repro.kernels import _launch as L
+
+    for N, T, dtype, _ in ab.CASES:
+        c = L.choose_config(N, T, False, 132, True, True, 2 if dtype == "bf16" else 4)
+        assert c.BLOCK_B == 1 and not c.single_pass and c.seg_len >= 2 * c.BLOCK_T
+        assert L.prefetch(c)

@@ -164,3 +164,47 @@ def test_forced_words_overrule_the_rule(forced, time_major, kernels, words, monk
         assert_close("retrace", y, w, TOL[torch.bfloat16])
     run(args, npi, False, time_major)
     assert words[-1] == (0 if forced else 4)  # the rule again outside the block
+
+
+def test_l2_hints_only_for_16_bit_batch_major_walks(monkeypatch):
+    """The next tile is requested into L2 where one-row blocks walk 16-bit batch-major rows:
+    not in fp32 (slower there), time-major or several-row blocks, nor before sm_90."""
+    monkeypatch.setattr(R, "bulk_prefetch", lambda device: True)
+    cpu = torch.device("cpu")
+    assert R.l2_hints(WALK, False, 2, cpu)
+    assert not R.l2_hints(WALK, False, 4, cpu)
+    assert not R.l2_hints(WALK, True, 2, cpu)
+    assert not R.l2_hints(replace(WALK, BLOCK_B=2), False, 2, cpu)
+    monkeypatch.setattr(R, "bulk_prefetch", lambda device: False)
+    assert not R.l2_hints(WALK, False, 2, cpu)
+
+
+def test_bulk_prefetch_needs_sm_90():
+    from paper_repro.kernels import _hints
+
+    assert _hints.bulk_prefetch.__wrapped__(torch.device("cpu")) == _hints.INTERPRETED
+    if HAS_CUDA:
+        major = torch.cuda.get_device_capability()[0]
+        assert _hints.bulk_prefetch.__wrapped__(torch.device("cuda", 0)) == (
+            major >= 9 and torch.version.hip is None)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_walks_with_l2_hints_match_the_reference(dtype, kernels, monkeypatch):
+    """A 16-bit walk launches with PREFETCH (its next tile's requests; left out under the
+    interpreter), fp32 without, and both answer as the reference: rows of 45 steps in three
+    tiles, the last partial."""
+    prefetch = []
+    launch = R.Launch
+
+    def spy(*args, **kwargs):
+        job = launch(*args, **kwargs)
+        prefetch.append(job.tile[2])
+        return job
+
+    monkeypatch.setattr(R, "Launch", spy)
+    args, npi = inputs(3, 45, 4, dtype, seed=7)
+    got = run(args, npi, False, False, WALK)
+    assert prefetch == [dtype == torch.bfloat16]
+    for y, w in zip(got, expected(args, npi, False)):
+        assert_close("retrace", y, w, TOL[dtype])

@@ -1,16 +1,15 @@
 """Retrace's batch-major walks with and without L2 prefetch hints, in one process.
 
 ``python -m paper_repro.bench.l2_prefetch_ab [--out FILE] [--rounds R] [--shapes 512x4096,...]``
-(CUDA) times each case's shipped tile with PREFETCH on (the tile ``PAPER_REPRO_L2_AHEAD``
-tiles later in the walk requested into L2 while this one is scanned) and off, the arms in
-turn each round: device time (CUDA-graph replay; inputs partly in L2 across repeats) and
+(CUDA) times each case's shipped tile with PREFETCH on (the next tile in the walk requested
+into L2 while this one is scanned; ``retrace.l2_hints`` ships it for 16-bit rows) and off,
+the arms in turn each round: device time (CUDA-graph replay; inputs partly in L2 across repeats) and
 ``device_cold`` (every call's inputs read from DRAM). Each arm's output is checked against the
 float64 answer of the shipped call.
 """
 from __future__ import annotations
 
 import argparse
-import os
 
 from paper_repro.bench.results import stream_csv
 from paper_repro.kernels import _launch as L
@@ -22,7 +21,7 @@ CASES = [(512, 1024, "fp32", "plain"), (512, 2048, "fp32", "plain"),
          (512, 4096, "bf16", "plain"), (512, 8192, "bf16", "plain"),
          (512, 4096, "fp32", "trunc")]
 ARMS = {"hints": True, "none": False}
-COLUMNS = ["algorithm", "num_envs", "seq_len", "dtype", "variant", "l2_ahead", "round", "arm",
+COLUMNS = ["algorithm", "num_envs", "seq_len", "dtype", "variant", "round", "arm",
            "config", "device_us", "device_cold_us", "max_abs_diff"]
 
 
@@ -35,7 +34,6 @@ def _case_rows(N, T, dtype, variant, rounds):
     turns = cold_turns(case, prep)
     config = L.config_for(N, T, (T, 1), case.args[5].device, wide=True, retrace=True,
                           itemsize=2 if dtype == "bf16" else 4)
-    ahead = os.environ.get("PAPER_REPRO_L2_AHEAD", "1")
     for r in range(rounds):
         order = list(ARMS) if r % 2 == 0 else list(ARMS)[::-1]
         for arm in order:
@@ -45,7 +43,7 @@ def _case_rows(N, T, dtype, variant, rounds):
                 warm = min(device_time_us(prep.call) for _ in range(2))
                 cold = 1e3 * device_cold_ms(turns, trials=3).ms
             yield {"algorithm": "retrace", "num_envs": N, "seq_len": T, "dtype": dtype,
-                   "variant": variant, "l2_ahead": ahead, "round": r, "arm": arm,
+                   "variant": variant, "round": r, "arm": arm,
                    "config": f"{config.BLOCK_B}x{config.BLOCK_T}w{config.num_warps}",
                    "device_us": round(warm, 3), "device_cold_us": round(cold, 3),
                    "max_abs_diff": diff}

@@ -113,7 +113,8 @@ def _signature(kernel, tile, flip, align=None, fp64=False):
 def counts(kernel, tile, flip=0, maxnreg=0, align=None, fp64=False) -> dict:
     """Compile ``kernel`` for sm_90 with ``tile`` (registers capped at ``maxnreg`` where set;
     ``align``, ``fp64``: see ``_signature``) and count what its SASS does per launch;
-    ``local_loads``/``local_stores``: spills; ``loads_in_scan``: global loads issued between the
+    ``local_loads``/``local_stores``: spills; ``l2_prefetches``: L2 prefetch requests (bulk
+    or a line each); ``loads_in_scan``: global loads issued between the
     first warp shuffle (the scan's) and the first store, which the scan may wait on (in a
     look-back, its reads of the predecessors' words among them)."""
     import triton
@@ -147,6 +148,7 @@ def counts(kernel, tile, flip=0, maxnreg=0, align=None, fp64=False) -> dict:
             "layout_conversions": compiled.asm["ttgir"].count("ttg.convert_layout"),
             "loads": ops["LDG"], "vector_loads": sum("LDG.E.128" in x for x in lines),
             "local_loads": ops["LDL"], "local_stores": ops["STL"],
+            "l2_prefetches": ops["UBLKPF"] + ops["CCTL"],
             "loads_in_scan": opcodes[first_shuffle:first_store].count("LDG")}
 
 

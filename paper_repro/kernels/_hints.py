@@ -5,12 +5,25 @@ a cache line each (``prefetch.global.L2``, replicated across a block's warps) co
 pipe more than they saved (Retrace 512x4096: 1.35x the time). A hint changes no value: under
 the interpreter, which runs no inline assembly, it is left out.
 """
+import functools
+
+import torch
 import triton
 import triton.language as tl
 
 from paper_repro.kernels._launch import INTERPRETED
 
 HINTS: tl.constexpr = tl.constexpr(not INTERPRETED)
+
+
+@functools.cache
+def bulk_prefetch(device: torch.device) -> bool:
+    """Whether ``device`` runs the bulk L2 prefetch: CUDA from sm_90 (the interpreter, which
+    leaves hints out, takes any device)."""
+    if INTERPRETED:
+        return True
+    return device.type == "cuda" and torch.version.hip is None and \
+        torch.cuda.get_device_capability(device)[0] >= 9
 
 
 @triton.jit

@@ -12,7 +12,6 @@ Where the layout allows, the per-action inputs are read as 64-bit words of two f
 step's actions as one vector load, reordered in registers to the tile's runs, 1.25-1.74x slower
 at every batch-major shape: data/h200/retrace_packed_ab.csv.)
 """
-import os
 from typing import Optional, Tuple
 
 import torch
@@ -22,7 +21,7 @@ import triton.language as tl
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _plan as P
-from paper_repro.kernels._hints import prefetch_span
+from paper_repro.kernels._hints import bulk_prefetch, prefetch_span
 from paper_repro.kernels.affine_scan import (
     Launch,
     against_scan_order,
@@ -156,10 +155,6 @@ def _step_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a, PACK: 
     return ratio
 
 
-# Tiles ahead whose lines a batch-major walk requests into L2 (PAPER_REPRO_L2_AHEAD; probes).
-L2_AHEAD: tl.constexpr = tl.constexpr(max(1, int(os.environ.get("PAPER_REPRO_L2_AHEAD", "1"))))
-
-
 @triton.jit
 def _prefetch_tile(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, term_ptr, trunc_ptr,
                    row, first, count, stride_b, stride3_b, stride3_t, HAS_NEXT_PI: tl.constexpr,
@@ -198,10 +193,10 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
                        FLIP: tl.constexpr, ALIGN: tl.constexpr):
     B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
         B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN)
-    # PREFETCH (batch-major walks of one-row blocks): a later tile's lines are requested into
-    # L2, not loaded (the per-action gathers depend on the loaded actions). PACK > 0: the
-    # per-action inputs are read as 64-bit words of PACK values of type VAL, their strides
-    # (``stride3_*``) counted in words, N_ACT actions a step.
+    # PREFETCH (``l2_hints``): the next tile is requested into L2, not loaded (the per-action
+    # gathers depend on the loaded actions). PACK > 0: the per-action inputs are read as
+    # 64-bit words of PACK values of type VAL, their strides (``stride3_*``) counted in words,
+    # N_ACT actions a step.
     g = tl.cast(gamma, ACC) + tl.cast(gamma_lo, ACC)
     lam_ = tl.cast(lam, ACC) + tl.cast(lam_lo, ACC)
     c_max = tl.cast(c_bar, ACC) + tl.cast(c_bar_lo, ACC)
@@ -221,18 +216,14 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP, against)
-            if PREFETCH:  # the tile L2_AHEAD later in the walk (the first tile: those before)
-                for d in tl.static_range(1, L2_AHEAD + 1):
-                    want = i + d < n_chunks
-                    if d < L2_AHEAD:
-                        want = want & (i == 0)
-                    if want:
-                        j = tl.where(against, n_chunks - 1 - i - d, i + d)
-                        first = t_begin + (n_chunks - 1 - j) * BLOCK_T
-                        _prefetch_tile(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr,
-                                       term_ptr, trunc_ptr, pid_b, first,
-                                       tl.minimum(BLOCK_T, T - first), stride_b, stride3_b,
-                                       stride3_t, HAS_NEXT_PI, HAS_TRUNC, PACK)
+            if PREFETCH:  # noqa: SIM102 (constexpr) the next tile in the walk
+                if i + 1 < n_chunks:
+                    j = tl.where(against, n_chunks - 2 - i, i + 1)
+                    first = t_begin + (n_chunks - 1 - j) * BLOCK_T
+                    _prefetch_tile(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr,
+                                   term_ptr, trunc_ptr, pid_b, first,
+                                   tl.minimum(BLOCK_T, T - first), stride_b, stride3_b,
+                                   stride3_t, HAS_NEXT_PI, HAS_TRUNC, PACK)
             next_mask = mask & (t + 1 < T)[None, :]
             offs3 = rows[:, None] * stride3_b + t[None, :] * stride3_t
             if PACK > 0:
@@ -349,6 +340,14 @@ def action_reads(per_action, stride3, config: L.ScanConfig, T: int, time_major: 
     return pack, val, unrolled_actions(A, config, T) if time_major else A, words
 
 
+def l2_hints(config: L.ScanConfig, time_major: bool, itemsize: int, device) -> bool:
+    """Whether a walk requests its next tile into L2 (PREFETCH, where ``L.prefetch`` says it
+    walks): batch-major one-row blocks of 16-bit values (data/h100/l2_prefetch_ab.csv, bulk
+    requests a tile ahead: bf16 512x4096 39.0 -> 36.4 us, 512x8192 74.9 -> 70.6). fp32 walks
+    lost (512x4096 55.5 -> 67.3, 4096x2048 201 -> 277; two and four tiles ahead lost more)."""
+    return not time_major and config.BLOCK_B == 1 and itemsize == 2 and bulk_prefetch(device)
+
+
 def _check_values(action_probs_behavior, actions, num_actions):
     if bool((action_probs_behavior <= 0).any()):
         raise ValueError("action_probs_behavior must be > 0 everywhere")
@@ -456,7 +455,8 @@ def _retrace(action_probs_target: torch.Tensor, action_probs_behavior: torch.Ten
                  q_ret.device, (*L.layout_ints(rows, q_ret), A, *stride3),
                  L.scalar_pairs(gamma, lambda_, c_bar, rho_bar),
                  (next_action_probs_target is not None, truncateds is not None, n_act, pack,
-                  val), prefetch=not rows.time_major and config.BLOCK_B == 1)
+                  val), prefetch=l2_hints(config, rows.time_major, q_ret.element_size(),
+                                         q_ret.device))
     pointers = L.pointers(q_ret, named["action_probs_target"], named["next_action_probs_target"],
                           named["next_q_values_all"], t["action_probs_behavior"], t["q_values"],
                           t["actions"], t["rewards"], t["terminateds"], t["truncateds"], q_ret,
