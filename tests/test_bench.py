@@ -1143,3 +1143,13 @@ def test_l2_prefetch_ab_cases_are_walks():
         c = L.choose_config(N, T, False, 132, True, True, 2 if dtype == "bf16" else 4)
         assert c.BLOCK_B == 1 and not c.single_pass and c.seg_len >= 2 * c.BLOCK_T
         assert L.prefetch(c)
+
+
+def test_l2_prefetch_ab_walks_are_walks():
+    """The other estimators' cases of the L2-hint probe walk one-row blocks too."""
+    from paper_repro.bench import l2_prefetch_ab as ab
+    from paper_repro.kernels import _launch as L
+
+    for N, T, dtype, _ in ab.WALKS:
+        c = L.choose_config(N, T, False, 132, False, False, 2 if dtype == "bf16" else 4)
+        assert c.BLOCK_B == 1 and not c.single_pass and c.seg_len >= 4 * c.BLOCK_T

@@ -20,29 +20,34 @@ CASES = [(512, 1024, "fp32", "plain"), (512, 2048, "fp32", "plain"),
          (1024, 1024, "fp32", "plain"), (4096, 2048, "fp32", "plain"),
          (512, 4096, "bf16", "plain"), (512, 8192, "bf16", "plain"),
          (512, 4096, "fp32", "trunc")]
-ARMS = {"hints": True, "none": False}
+# The other estimators' one-row walks of 1024-step tiles (4-8 a row), fp32 and bf16
+WALKS = [(512, 4096, "fp32", "plain"), (512, 8192, "fp32", "plain"),
+         (1024, 4096, "fp32", "plain"), (2048, 2048, "fp32", "plain"),
+         (512, 4096, "bf16", "plain"), (512, 8192, "bf16", "plain")]
+ARMS = {"hints": True, "none": False, "shipped": None}
 COLUMNS = ["algorithm", "num_envs", "seq_len", "dtype", "variant", "round", "arm",
            "config", "device_us", "device_cold_us", "max_abs_diff"]
 
 
-def _case_rows(N, T, dtype, variant, rounds):
+def _case_rows(N, T, dtype, variant, rounds, algorithm="retrace", arms=("hints", "none")):
     from paper_repro.bench.forced import cold_turns, prepared
     from paper_repro.bench.timing import device_cold_ms
     from paper_repro.tuning import device_time_us
 
-    case, prep, want = prepared("retrace", N, T, dtype, "NT", "float", variant)
+    case, prep, want = prepared(algorithm, N, T, dtype, "NT", "float", variant)
     turns = cold_turns(case, prep)
-    config = L.config_for(N, T, (T, 1), case.args[5].device, wide=True, retrace=True,
-                          itemsize=2 if dtype == "bf16" else 4)
+    retrace = algorithm == "retrace"
+    config = L.config_for(N, T, (T, 1), "cuda", wide=retrace or algorithm == "vtrace",
+                          retrace=retrace, itemsize=2 if dtype == "bf16" else 4)
     for r in range(rounds):
-        order = list(ARMS) if r % 2 == 0 else list(ARMS)[::-1]
+        order = list(arms) if r % 2 == 0 else list(arms)[::-1]
         for arm in order:
             with L.force_prefetch(ARMS[arm]):
                 got = prep.outputs(prep.call())
                 diff = max((g.double() - w).abs().max().item() for g, w in zip(got, want))
                 warm = min(device_time_us(prep.call) for _ in range(2))
                 cold = 1e3 * device_cold_ms(turns, trials=3).ms
-            yield {"algorithm": "retrace", "num_envs": N, "seq_len": T, "dtype": dtype,
+            yield {"algorithm": algorithm, "num_envs": N, "seq_len": T, "dtype": dtype,
                    "variant": variant, "round": r, "arm": arm,
                    "config": f"{config.BLOCK_B}x{config.BLOCK_T}w{config.num_warps}",
                    "device_us": round(warm, 3), "device_cold_us": round(cold, 3),
@@ -54,10 +59,15 @@ def main(argv=None):
     p.add_argument("--out", default=None, help="CSV to write (default: stdout)")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--shapes", default=None, help="keep these NxT cases only")
+    p.add_argument("--algorithm", default="retrace")
+    p.add_argument("--arms", default="hints,none",
+                   help="of hints (PREFETCH forced on), none (off), shipped (the rule)")
     args = p.parse_args(argv)
     keep = set(args.shapes.split(",")) if args.shapes else None
-    cases = [c for c in CASES if keep is None or f"{c[0]}x{c[1]}" in keep]
-    rows = (row for c in cases for row in _case_rows(*c, args.rounds))
+    cases = [c for c in (CASES if args.algorithm == "retrace" else WALKS)
+             if keep is None or f"{c[0]}x{c[1]}" in keep]
+    arms = args.arms.split(",")
+    rows = (row for c in cases for row in _case_rows(*c, args.rounds, args.algorithm, arms))
     stream_csv(args.out, COLUMNS, rows)
 
 
