@@ -22,7 +22,7 @@ CASES = [(512, 1024, "fp32", "plain"), (512, 2048, "fp32", "plain"),
          (512, 4096, "fp32", "trunc")]
 # The other estimators' one-row walks of 1024-step tiles (4-8 a row), fp32 and bf16
 WALKS = [(512, 4096, "fp32", "plain"), (512, 8192, "fp32", "plain"),
-         (1024, 4096, "fp32", "plain"), (2048, 2048, "fp32", "plain"),
+         (1024, 4096, "fp32", "plain"), (2048, 4096, "fp32", "plain"),
          (512, 4096, "bf16", "plain"), (512, 8192, "bf16", "plain")]
 ARMS = {"hints": True, "none": False, "shipped": None}
 COLUMNS = ["algorithm", "num_envs", "seq_len", "dtype", "variant", "round", "arm",
