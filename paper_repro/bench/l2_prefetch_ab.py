@@ -37,7 +37,7 @@ def _case_rows(N, T, dtype, variant, rounds, algorithm="retrace", arms=("hints",
     case, prep, want = prepared(algorithm, N, T, dtype, "NT", "float", variant)
     turns = cold_turns(case, prep)
     retrace = algorithm == "retrace"
-    config = L.config_for(N, T, (T, 1), "cuda", wide=retrace or algorithm == "vtrace",
+    config = L.config_for(N, T, (T, 1), case.args[0].device, wide=retrace or algorithm == "vtrace",
                           retrace=retrace, itemsize=2 if dtype == "bf16" else 4)
     for r in range(rounds):
         order = list(arms) if r % 2 == 0 else list(arms)[::-1]
