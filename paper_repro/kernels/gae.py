@@ -3,7 +3,6 @@
 alpha_t = r_t + gamma (1 - term_t) nu_t - V_t,  beta_t = gamma lambda (1 - done_t),  A_T = 0,
 nu_t = (1 - trunc_t) V_{t+1} + trunc_t b_t for t < T-1 and the window value at T-1.
 """
-import os
 from typing import Optional
 
 import torch
@@ -13,7 +12,6 @@ import triton.language as tl
 from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _plan as P
-from paper_repro.kernels._hints import prefetch_span
 from paper_repro.kernels.affine_scan import (
     Launch,
     against_scan_order,
@@ -44,9 +42,6 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # 128-step tiles (tn_variants.csv, 256-step ones: 1024x8192 1.16x the time); one-pass
 # time-major rows of 128 steps from a block an SM in 4 warps (tn_abound.csv, 1024x128: 2.69
 # -> 2.49 us, 2048x128 3.01 -> 2.85).
-# Probe (PAPER_REPRO_L2_TILES): batch-major one-row walks request the tile this many beyond
-# the next into L2.
-L2_TILES: tl.constexpr = tl.constexpr(int(os.environ.get("PAPER_REPRO_L2_TILES", "0")))
 LONG_ROWS = L.LongRows(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512,
                       time_major_two_pass=(0, 0), time_major_look_back_steps=128,
                       time_major_row_warps=4)
@@ -115,17 +110,6 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
                                          stride_t, BLOCK_T, True, FLIP, against)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
                                             stride_b, stride_t, BLOCK_T, True, FLIP, against)
-            if L2_TILES > 0:  # noqa: SIM102 (constexpr) probe: a later tile requested into L2
-                if (i + 1 + L2_TILES < n_chunks) & (stride_t == 1) & (BLOCK_B == 1):
-                    j = tl.where(against, n_chunks - 2 - L2_TILES - i, i + 1 + L2_TILES)
-                    first = t_begin + (n_chunks - 1 - j) * BLOCK_T
-                    count = tl.minimum(BLOCK_T, T - first)
-                    at = pid_b * stride_b + first
-                    prefetch_span(r_ptr, at, count)
-                    prefetch_span(v_ptr, at, count)
-                    prefetch_span(term_ptr, at, count)
-                    if HAS_TRUNC:
-                        prefetch_span(trunc_ptr, at, count)
             if PREFETCH:
                 r_n, v_n, v_next_n, term_n, trunc_n = step_inputs(
                     r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, row_mask, T,
