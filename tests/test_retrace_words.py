@@ -208,3 +208,24 @@ def test_walks_with_l2_hints_match_the_reference(dtype, kernels, monkeypatch):
     assert prefetch == [dtype == torch.bfloat16]
     for y, w in zip(got, expected(args, npi, False)):
         assert_close("retrace", y, w, TOL[dtype])
+
+
+def test_forced_prefetch_overrules_the_hint_rule(kernels, monkeypatch):
+    """``force_prefetch`` decides PREFETCH whatever ``l2_hints`` says, so the A/B probe can
+    time fp32 walks with the hints and 16-bit ones without."""
+    prefetch = []
+    launch = R.Launch
+
+    def spy(*args, **kwargs):
+        job = launch(*args, **kwargs)
+        prefetch.append(job.tile[2])
+        return job
+
+    monkeypatch.setattr(R, "Launch", spy)
+    for dtype, forced in ((torch.float32, True), (torch.bfloat16, False)):
+        args, npi = inputs(2, 40, 4, dtype, seed=3)
+        with L.force_prefetch(forced):
+            got = run(args, npi, False, False, WALK)
+        for y, w in zip(got, expected(args, npi, False)):
+            assert_close("retrace", y, w, TOL[dtype])
+    assert prefetch == [True, False]

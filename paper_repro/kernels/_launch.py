@@ -79,13 +79,14 @@ def force_words(flag: bool | None):
     return _setting(_FORCED_WORDS, flag)
 
 
-def prefetch(config: ScanConfig) -> bool:
+def prefetch(config: ScanConfig, allowed: bool = True) -> bool:
     """Load the next tile before scanning this one: where a program walks several tiles with
-    few warps (latency-bound); at 16 warps the extra registers cost more (8192x4096: +5 %)."""
+    few warps (latency-bound); at 16 warps the extra registers cost more (8192x4096: +5 %).
+    ``allowed``: the kernel's own rule (False: never), which ``force_prefetch`` overrides."""
     forced = _FORCED_PREFETCH[0]
     if forced is not None:
         return forced
-    return config.num_warps <= 4 and config.seg_len >= 2 * config.BLOCK_T
+    return allowed and config.num_warps <= 4 and config.seg_len >= 2 * config.BLOCK_T
 
 
 def use_triton(x: torch.Tensor) -> bool:

@@ -759,8 +759,8 @@ class Launch:
     so no per-call dicts. A look-back's ``agg_ptr`` is its scratch words and ``status_ptr`` the
     spare its programs zero (``_links.py``). ``one_tile``: one-pass programs of one tile take
     ONE_TILE (else the walk, PHASE 0); ``look_back_tile``: the one-tile look-back takes its
-    compile-time tile (PHASE 3, else ``WALKED_LOOK_BACK``); ``prefetch``: PREFETCH where
-    ``L.prefetch`` says (else never)."""
+    compile-time tile (PHASE 3, else ``WALKED_LOOK_BACK``); ``prefetch``: the kernel's own
+    rule for PREFETCH (``L.prefetch``'s ``allowed``)."""
 
     __slots__ = ("kernel", "grid", "num_warps", "B", "acc", "device", "cuda_index", "middle",
                  "tile", "one_pass", "single_pass", "launchers", "grid3", "maxnreg")
@@ -777,9 +777,8 @@ class Launch:
         self.grid = config.grid(B, T)
         self.grid3 = (*self.grid, 1)
         self.middle = (B, T, self.grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
-        self.tile = (config.BLOCK_B, config.BLOCK_T, prefetch and L.prefetch(config),
-                     int(config.flip),
-                     L.alignment(B, T, ints[:4]))
+        self.tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config, prefetch),
+                     int(config.flip), L.alignment(B, T, ints[:4]))
         phase = ONE_TILE if one_tile and T <= config.BLOCK_T else 0
         self.one_pass = (*self.middle, phase, *self.tile) if self.grid[1] == 1 else None
         self.single_pass = 0
