@@ -1153,3 +1153,14 @@ def test_l2_prefetch_ab_walks_are_walks():
     for N, T, dtype, _ in ab.WALKS:
         c = L.choose_config(N, T, False, 132, False, False, 2 if dtype == "bf16" else 4)
         assert c.BLOCK_B == 1 and not c.single_pass and c.seg_len >= 4 * c.BLOCK_T
+
+
+def test_copy_sizes_row_is_bandwidth_and_share_of_the_ceiling():
+    """33.5 MB in 10 us is 3350 GB/s, half the ceiling of 6700; cold in 20 us a quarter."""
+    from paper_repro.bench.copy_sizes import COLUMNS, SIZES_MB, row
+
+    r = row(33.5, 10.0, 20.0, 6700.0)
+    assert list(r) == COLUMNS
+    assert (r["device_gbs"], r["device_cold_gbs"]) == (3350.0, 1675.0)
+    assert (r["pct_ceiling"], r["pct_ceiling_cold"]) == (50.0, 25.0)
+    assert list(SIZES_MB) == sorted(SIZES_MB) and 33.5 in SIZES_MB
