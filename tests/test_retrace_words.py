@@ -47,6 +47,21 @@ def words(monkeypatch):
     return seen
 
 
+@pytest.fixture
+def prefetch(monkeypatch):
+    """The PREFETCH of every Retrace launch, in order."""
+    seen = []
+    launch = R.Launch
+
+    def spy(*args, **kwargs):
+        job = launch(*args, **kwargs)
+        seen.append(job.tile[2])
+        return job
+
+    monkeypatch.setattr(R, "Launch", spy)
+    return seen
+
+
 def inputs(N, T, A, dtype, seed=0):
     g = torch.Generator().manual_seed(seed)
     pi, npi = (torch.softmax(torch.randn(N, T, A, generator=g), -1).to(dtype) for _ in range(2))
@@ -190,19 +205,10 @@ def test_bulk_prefetch_needs_sm_90():
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_walks_with_l2_hints_match_the_reference(dtype, kernels, monkeypatch):
+def test_walks_with_l2_hints_match_the_reference(dtype, kernels, prefetch):
     """A 16-bit walk launches with PREFETCH (its next tile's requests; left out under the
     interpreter), fp32 without, and both answer as the reference: rows of 45 steps in three
     tiles, the last partial."""
-    prefetch = []
-    launch = R.Launch
-
-    def spy(*args, **kwargs):
-        job = launch(*args, **kwargs)
-        prefetch.append(job.tile[2])
-        return job
-
-    monkeypatch.setattr(R, "Launch", spy)
     args, npi = inputs(3, 45, 4, dtype, seed=7)
     got = run(args, npi, False, False, WALK)
     assert prefetch == [dtype == torch.bfloat16]
@@ -210,18 +216,9 @@ def test_walks_with_l2_hints_match_the_reference(dtype, kernels, monkeypatch):
         assert_close("retrace", y, w, TOL[dtype])
 
 
-def test_forced_prefetch_overrules_the_hint_rule(kernels, monkeypatch):
+def test_forced_prefetch_overrules_the_hint_rule(kernels, prefetch):
     """``force_prefetch`` decides PREFETCH whatever ``l2_hints`` says, so the A/B probe can
     time fp32 walks with the hints and 16-bit ones without."""
-    prefetch = []
-    launch = R.Launch
-
-    def spy(*args, **kwargs):
-        job = launch(*args, **kwargs)
-        prefetch.append(job.tile[2])
-        return job
-
-    monkeypatch.setattr(R, "Launch", spy)
     for dtype, forced in ((torch.float32, True), (torch.bfloat16, False)):
         args, npi = inputs(2, 40, 4, dtype, seed=3)
         with L.force_prefetch(forced):
