@@ -12,6 +12,7 @@ Where the layout allows, the per-action inputs are read as 64-bit words of two f
 step's actions as one vector load, reordered in registers to the tile's runs, 1.25-1.74x slower
 at every batch-major shape: data/h200/retrace_packed_ab.csv.)
 """
+import os
 from typing import Optional, Tuple
 
 import torch
@@ -155,6 +156,10 @@ def _step_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a, PACK: 
     return ratio
 
 
+PROBE_WORDS: tl.constexpr = tl.constexpr(os.environ.get("PROBE_HINTS", "all") in ("all", "words"))
+PROBE_STEPS: tl.constexpr = tl.constexpr(os.environ.get("PROBE_HINTS", "all") in ("all", "steps"))
+
+
 @triton.jit
 def _prefetch_tile(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, term_ptr, trunc_ptr,
                    row, first, count, stride_b, stride3_b, stride3_t, HAS_NEXT_PI: tl.constexpr,
@@ -166,18 +171,20 @@ def _prefetch_tile(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, term_
         npi_ptr = npi_ptr.to(tl.pointer_type(tl.int64), bitcast=True)
         nq_ptr = nq_ptr.to(tl.pointer_type(tl.int64), bitcast=True)
     at3 = row * stride3_b + first * stride3_t
-    prefetch_span(pi_ptr, at3, count * stride3_t)
-    prefetch_span(nq_ptr, at3, count * stride3_t)
-    if HAS_NEXT_PI:
-        prefetch_span(npi_ptr, at3, count * stride3_t)
+    if PROBE_WORDS:
+        prefetch_span(pi_ptr, at3, count * stride3_t)
+        prefetch_span(nq_ptr, at3, count * stride3_t)
+        if HAS_NEXT_PI:
+            prefetch_span(npi_ptr, at3, count * stride3_t)
     at = row * stride_b + first
-    prefetch_span(mu_ptr, at, count)
-    prefetch_span(q_ptr, at, count)
-    prefetch_span(act_ptr, at, count)
-    prefetch_span(r_ptr, at, count)
-    prefetch_span(term_ptr, at, count)
-    if HAS_TRUNC:
-        prefetch_span(trunc_ptr, at, count)
+    if PROBE_STEPS:
+        prefetch_span(mu_ptr, at, count)
+        prefetch_span(q_ptr, at, count)
+        prefetch_span(act_ptr, at, count)
+        prefetch_span(r_ptr, at, count)
+        prefetch_span(term_ptr, at, count)
+        if HAS_TRUNC:
+            prefetch_span(trunc_ptr, at, count)
 
 
 @triton.jit
