@@ -19,7 +19,9 @@ CASES = [(512, 1024, "fp32", "plain"), (512, 2048, "fp32", "plain"),
          (512, 4096, "fp32", "plain"), (512, 8192, "fp32", "plain"),
          (1024, 1024, "fp32", "plain"), (4096, 2048, "fp32", "plain"),
          (512, 4096, "bf16", "plain"), (512, 8192, "bf16", "plain"),
-         (512, 4096, "fp32", "trunc")]
+         (512, 4096, "fp32", "trunc"), (512, 1024, "bf16", "plain"),
+         (512, 2048, "bf16", "plain"), (1024, 1024, "bf16", "plain"),
+         (4096, 2048, "bf16", "plain"), (512, 4096, "bf16", "trunc")]
 # The other estimators' one-row walks of 1024-step tiles (4-8 a row), fp32 and bf16: their
 # shipped call (``--arms shipped``), timed under a kernel's probe knobs
 WALKS = [(512, 4096, "fp32", "plain"), (512, 8192, "fp32", "plain"),
