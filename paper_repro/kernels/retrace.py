@@ -333,8 +333,9 @@ def l2_hints(config: L.ScanConfig, time_major: bool, itemsize: int, device) -> b
     """Whether a walk requests its next tile's per-step inputs into L2 (PREFETCH, where
     ``L.prefetch`` says it walks): batch-major one-row blocks of 16-bit values
     (data/h100/l2_prefetch_ab.csv, bulk requests a tile ahead: bf16 512x4096 38.2 -> 32.8 us,
-    512x8192 73.5 -> 61.1). fp32 walks lost (512x4096 55.5 -> 65.4 us, every input requested
-    67.3; 4096x2048 201 -> 277; two and four tiles ahead lost more)."""
+    512x8192 73.5 -> 61.1, 4096x2048 135.4 -> 118.4, two-tile rows 0.96-0.98x). fp32 walks
+    lost (512x4096 55.5 -> 65.4 us, every input requested 67.3; 4096x2048 201 -> 277; two and
+    four tiles ahead lost more)."""
     return not time_major and config.BLOCK_B == 1 and itemsize == 2 and bulk_prefetch(device)
 
 
