@@ -1,11 +1,12 @@
 """Retrace's batch-major walks with and without L2 prefetch hints, in one process.
 
-``python -m paper_repro.bench.l2_prefetch_ab [--out FILE] [--rounds R] [--shapes 512x4096,...]``
+``python -m paper_repro.bench.l2_prefetch_ab [--out FILE] [--rounds R] [--shapes 512x4096,...]
+[--algorithm NAME] [--arms hints,none,shipped]``
 (CUDA) times each case's shipped tile with PREFETCH on (the next tile in the walk requested
 into L2 while this one is scanned; ``retrace.l2_hints`` ships it for 16-bit rows) and off,
-the arms in turn each round: device time (CUDA-graph replay; inputs partly in L2 across repeats) and
-``device_cold`` (every call's inputs read from DRAM). Each arm's output is checked against the
-float64 answer of the shipped call.
+the arms in turn each round: device time (CUDA-graph replay; inputs partly in L2 across
+repeats) and ``device_cold`` (every call's inputs read from DRAM), with each arm's largest
+difference from the shipped call's output (``forced.forced_time``).
 """
 from __future__ import annotations
 
@@ -33,9 +34,7 @@ COLUMNS = ["algorithm", "num_envs", "seq_len", "dtype", "variant", "round", "arm
 
 
 def _case_rows(N, T, dtype, variant, rounds, algorithm="retrace", arms=("hints", "none")):
-    from paper_repro.bench.forced import cold_turns, prepared
-    from paper_repro.bench.timing import device_cold_ms
-    from paper_repro.tuning import device_time_us
+    from paper_repro.bench.forced import cold_turns, forced_time, prepared
 
     case, prep, want = prepared(algorithm, N, T, dtype, "NT", "float", variant)
     turns = cold_turns(case, prep)
@@ -45,11 +44,9 @@ def _case_rows(N, T, dtype, variant, rounds, algorithm="retrace", arms=("hints",
     for r in range(rounds):
         order = list(arms) if r % 2 == 0 else list(arms)[::-1]
         for arm in order:
-            with L.force_prefetch(ARMS[arm]):
-                got = prep.outputs(prep.call())
-                diff = max((g.double() - w).abs().max().item() for g, w in zip(got, want))
-                warm = min(device_time_us(prep.call) for _ in range(2))
-                cold = 1e3 * device_cold_ms(turns, trials=3).ms
+            with L.force_prefetch(ARMS[arm]):  # the shipped tile (no forced config)
+                diff, warm = forced_time(prep, want, None, repeats=2)
+                _, cold = forced_time(prep, want, None, turns=turns)
             yield {"algorithm": algorithm, "num_envs": N, "seq_len": T, "dtype": dtype,
                    "variant": variant, "round": r, "arm": arm,
                    "config": f"{config.BLOCK_B}x{config.BLOCK_T}w{config.num_warps}",
