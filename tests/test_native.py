@@ -448,7 +448,8 @@ def test_native_plans_join_their_ops_site(native, monkeypatch):
 
 
 def _overrides():
-    return (L._FORCED_CONFIG, L._FORCED_PREFETCH, L._FORCED_WORDS, L._FORCED_ALIGNMENT)
+    return (L._FORCED_CONFIG, L._FORCED_PREFETCH, L._FORCED_WORDS, L._FORCED_ALIGNMENT,
+            L._FORCED_WORD_LOADS)
 
 
 def _served_by_sites(monkeypatch):

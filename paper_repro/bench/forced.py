@@ -42,3 +42,27 @@ def cold_turns(case, prep) -> list:
     from paper_repro.bench.timing import cold_turns as turns
 
     return turns(prep.call, case, lambda copy: _ours(copy).call)
+
+
+def arm_rows(N, T, dtype, variant, rounds, arms: dict, algorithm="retrace", layout="NT"):
+    """Rows timing the shipped call of one case under each of ``arms`` (name -> a function
+    returning the context that sets it), the arms in turn each round, the order reversed every
+    other round: device time (inputs partly in L2 across repeats), ``device_cold`` (every
+    call's inputs from DRAM) and the largest difference from the shipped call's output."""
+    case, prep, want = prepared(algorithm, N, T, dtype, layout, "float", variant)
+    turns = cold_turns(case, prep)
+    retrace = algorithm == "retrace"
+    stride = (T, 1) if layout == "NT" else (1, N)
+    config = L.config_for(N, T, stride, case.args[0].device,
+                          wide=retrace or algorithm == "vtrace", retrace=retrace,
+                          itemsize=2 if dtype == "bf16" else 4)
+    for r in range(rounds):
+        for arm in list(arms) if r % 2 == 0 else list(arms)[::-1]:
+            with arms[arm]():
+                diff, warm = forced_time(prep, want, None, repeats=2)
+                _, cold = forced_time(prep, want, None, turns=turns)
+            yield {"algorithm": algorithm, "num_envs": N, "seq_len": T, "dtype": dtype,
+                   "layout": layout, "variant": variant, "round": r, "arm": arm,
+                   "config": f"{config.BLOCK_B}x{config.BLOCK_T}w{config.num_warps}",
+                   "device_us": round(warm, 3), "device_cold_us": round(cold, 3),
+                   "max_abs_diff": diff}

@@ -34,24 +34,13 @@ COLUMNS = ["algorithm", "num_envs", "seq_len", "dtype", "variant", "round", "arm
 
 
 def _case_rows(N, T, dtype, variant, rounds, algorithm="retrace", arms=("hints", "none")):
-    from paper_repro.bench.forced import cold_turns, forced_time, prepared
+    from paper_repro.bench.forced import arm_rows
 
-    case, prep, want = prepared(algorithm, N, T, dtype, "NT", "float", variant)
-    turns = cold_turns(case, prep)
-    retrace = algorithm == "retrace"
-    config = L.config_for(N, T, (T, 1), case.args[0].device, wide=retrace or algorithm == "vtrace",
-                          retrace=retrace, itemsize=2 if dtype == "bf16" else 4)
-    for r in range(rounds):
-        order = list(arms) if r % 2 == 0 else list(arms)[::-1]
-        for arm in order:
-            with L.force_prefetch(ARMS[arm]):  # the shipped tile (no forced config)
-                diff, warm = forced_time(prep, want, None, repeats=2)
-                _, cold = forced_time(prep, want, None, turns=turns)
-            yield {"algorithm": algorithm, "num_envs": N, "seq_len": T, "dtype": dtype,
-                   "variant": variant, "round": r, "arm": arm,
-                   "config": f"{config.BLOCK_B}x{config.BLOCK_T}w{config.num_warps}",
-                   "device_us": round(warm, 3), "device_cold_us": round(cold, 3),
-                   "max_abs_diff": diff}
+    for row in arm_rows(N, T, dtype, variant, rounds,
+                        {arm: (lambda a=arm: L.force_prefetch(ARMS[a])) for arm in arms},
+                        algorithm):
+        del row["layout"]
+        yield row
 
 
 def main(argv=None):

@@ -38,6 +38,7 @@ _FORCED_CONFIG: list = [None]
 _FORCED_PREFETCH: list = [None]
 _FORCED_WORDS: list = [None]
 _FORCED_ALIGNMENT: list = [None]
+_FORCED_WORD_LOADS: list = [None]
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -77,6 +78,13 @@ def force_words(flag: bool | None):
     """Inside the block, Retrace reads its per-action inputs as 64-bit words wherever their
     layout allows (True) or never (False); None: the rule (``retrace.action_reads``)."""
     return _setting(_FORCED_WORDS, flag)
+
+
+def force_word_loads(mode: int | None):
+    """Inside the block, Retrace's batch-major words are read by ``tl.load`` as before inline
+    assembly (0, its one-tile rows per action), a word a load (1) or a pair where aligned (2);
+    None: the rule (``retrace.word_loads``)."""
+    return _setting(_FORCED_WORD_LOADS, mode)
 
 
 def prefetch(config: ScanConfig, allowed: bool = True) -> bool:

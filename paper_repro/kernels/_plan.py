@@ -134,8 +134,8 @@ def enlist(op: str, args: tuple, scalars: tuple, grad: bool, words: tuple, owner
         site = _SITES[op] = functools.partial(native.serve, native.site(SITE_CAPACITY))
     # what serve() reads on every call, as this module sees it now
     native.configure((L._FORCED_CONFIG, L._FORCED_PREFETCH, L._FORCED_WORDS,
-                      L._FORCED_ALIGNMENT), D._knobs.runtime if D._knobs else None,
-                     D.current_device, D._raw_stream)
+                      L._FORCED_ALIGNMENT, L._FORCED_WORD_LOADS),
+                     D._knobs.runtime if D._knobs else None, D.current_device, D._raw_stream)
     native.add(site.args[0], args, scalars, grad, words, owner, native_plan)
 
 
@@ -176,7 +176,8 @@ def lookup(op: str, tensors: tuple, scalars: tuple, validate=False):
     never use a plan)."""
     if validate or L.VALIDATE_ENV or L._FORCED_CONFIG[0] is not None or \
             L._FORCED_PREFETCH[0] is not None or L._FORCED_WORDS[0] is not None or \
-            L._FORCED_ALIGNMENT[0] is not None or torch.compiler.is_compiling():
+            L._FORCED_ALIGNMENT[0] is not None or L._FORCED_WORD_LOADS[0] is not None or \
+            torch.compiler.is_compiling():
         return None, None
     try:
         described = map(type, tensors) if _MAKE_GUARD else map(_metadata, tensors)

@@ -22,6 +22,7 @@ from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _plan as P
 from paper_repro.kernels._hints import bulk_prefetch, prefetch_span
+from paper_repro.kernels._vector import word_at, word_pair
 from paper_repro.kernels.affine_scan import (
     Launch,
     against_scan_order,
@@ -92,49 +93,78 @@ def _word_value(w, shift, PACK: tl.constexpr, VAL: tl.constexpr, ACC: tl.constex
 
 @triton.jit
 def _packed_taken_ratio(pi_w, mu_ptr, act_ptr, offs, offs3, mask, A, PACK: tl.constexpr,
-                        VAL: tl.constexpr, ACC: tl.constexpr):
+                        VAL: tl.constexpr, ACC: tl.constexpr, WORDS: tl.constexpr):
     """``_taken_ratio`` reading the taken action's word (``offs3`` in words)."""
     act = tl.load(act_ptr + offs, mask=mask, other=0)
     ok = mask & (act >= 0) & (act < A)
-    w = tl.load(pi_w + offs3 + act // PACK, mask=ok, other=0)
+    w = _word(pi_w, offs3 + act // PACK, ok, WORDS)
     p = _word_value(w, (act % PACK) * (64 // PACK), PACK, VAL, ACC)
     mu = tl.load(mu_ptr + offs, mask=mask, other=1.0).to(ACC)
     return p / mu
 
 
 @triton.jit
+def _word(ptr, offs, mask, WORDS: tl.constexpr):
+    """One 64-bit word a step: in the steps' own layout where WORDS > 0 (``_vector``)."""
+    if WORDS > 0:
+        w = word_at(ptr, offs, mask)
+    else:
+        w = tl.load(ptr + offs, mask=mask, other=0)
+    return w
+
+
+@triton.jit
 def _packed_actions(pi_w, npi_w, nq_w, mu_ptr, act_ptr, offs, offs3, mask, A,
                     HAS_NEXT_PI: tl.constexpr, N_ACT: tl.constexpr, PACK: tl.constexpr,
-                    VAL: tl.constexpr, ACC: tl.constexpr):
+                    VAL: tl.constexpr, ACC: tl.constexpr, WORDS: tl.constexpr):
     """``_unrolled_actions`` from 64-bit words of PACK actions (``offs3`` in words): a step's
     A actions are A / PACK loads, along time as contiguous as the tile's other inputs, where
-    per-action loads stride over the actions axis (one 2- or 4-byte value a load)."""
+    per-action loads stride over the actions axis (one 2- or 4-byte value a load). WORDS: how
+    (``word_loads``): 0 ``tl.load``, 1 a word a load and 2 a pair a load in the steps' layout."""
     act = tl.load(act_ptr + offs, mask=mask, other=0)
     mu = tl.load(mu_ptr + offs, mask=mask, other=1.0).to(ACC)
     expect = tl.zeros(offs.shape, ACC)
     taken = tl.zeros(offs.shape, ACC)
+    STEP: tl.constexpr = 2 if WORDS == 2 else 1
     if N_ACT > 0:
-        for k in tl.static_range(N_ACT // PACK):
+        for k in tl.static_range(0, N_ACT // PACK, STEP):
             expect, taken = _word_terms(pi_w, npi_w, nq_w, offs3, mask, act, k, expect, taken,
-                                        HAS_NEXT_PI, PACK, VAL, ACC)
+                                        HAS_NEXT_PI, PACK, VAL, ACC, WORDS)
     else:
-        for k in range(A // PACK):
+        for k in range(0, A // PACK, STEP):
             expect, taken = _word_terms(pi_w, npi_w, nq_w, offs3, mask, act, k, expect, taken,
-                                        HAS_NEXT_PI, PACK, VAL, ACC)
+                                        HAS_NEXT_PI, PACK, VAL, ACC, WORDS)
     return expect, taken / mu
 
 
 @triton.jit
 def _word_terms(pi_w, npi_w, nq_w, offs3, mask, act, k, expect, taken,
                 HAS_NEXT_PI: tl.constexpr, PACK: tl.constexpr, VAL: tl.constexpr,
-                ACC: tl.constexpr):
-    """``(expect, taken)`` plus word k's PACK actions."""
-    wp = tl.load(pi_w + offs3 + k, mask=mask, other=0)
-    wq = tl.load(nq_w + offs3 + k, mask=mask, other=0)
-    if HAS_NEXT_PI:
-        ww = tl.load(npi_w + offs3 + k, mask=mask, other=0)
+                ACC: tl.constexpr, WORDS: tl.constexpr):
+    """``(expect, taken)`` plus word k's PACK actions (WORDS 2: words k and k + 1's, each
+    pair one 16-byte load)."""
+    if WORDS == 2:
+        wp, wp2 = word_pair(pi_w, offs3 + k, mask)
+        wq, wq2 = word_pair(nq_w, offs3 + k, mask)
+        if HAS_NEXT_PI:
+            ww, ww2 = word_pair(npi_w, offs3 + k, mask)
+        else:
+            ww, ww2 = wp, wp2
+        expect, taken = _word_values(wp2, ww2, wq2, act, k + 1, expect, taken, PACK, VAL, ACC)
     else:
-        ww = wp
+        wp = _word(pi_w, offs3 + k, mask, WORDS)
+        wq = _word(nq_w, offs3 + k, mask, WORDS)
+        if HAS_NEXT_PI:
+            ww = _word(npi_w, offs3 + k, mask, WORDS)
+        else:
+            ww = wp
+    return _word_values(wp, ww, wq, act, k, expect, taken, PACK, VAL, ACC)
+
+
+@triton.jit
+def _word_values(wp, ww, wq, act, k, expect, taken, PACK: tl.constexpr, VAL: tl.constexpr,
+                 ACC: tl.constexpr):
+    """``(expect, taken)`` plus the PACK actions of word k, read from its loaded words."""
     for j in tl.static_range(PACK):
         p = _word_value(wp, 64 // PACK * j, PACK, VAL, ACC)
         expect += _word_value(ww, 64 // PACK * j, PACK, VAL, ACC) * \
@@ -145,11 +175,11 @@ def _word_terms(pi_w, npi_w, nq_w, offs3, mask, act, k, expect, taken,
 
 @triton.jit
 def _step_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a, PACK: tl.constexpr,
-                VAL: tl.constexpr, ACC: tl.constexpr):
+                VAL: tl.constexpr, ACC: tl.constexpr, WORDS: tl.constexpr):
     """pi(a|s) / mu(a|s) of the taken actions at ``offs``, per action or from words."""
     if PACK > 0:
         ratio = _packed_taken_ratio(pi_ptr.to(tl.pointer_type(tl.int64), bitcast=True), mu_ptr,
-                                    act_ptr, offs, offs3, mask, A, PACK, VAL, ACC)
+                                    act_ptr, offs, offs3, mask, A, PACK, VAL, ACC, WORDS)
     else:
         ratio = _taken_ratio(pi_ptr, mu_ptr, act_ptr, offs, offs3, mask, A, stride3_a, ACC)
     return ratio
@@ -178,7 +208,7 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
                        gamma, gamma_lo, lam, lam_lo, c_bar, c_bar_lo, rho_bar, rho_bar_lo,
                        HAS_NEXT_PI: tl.constexpr, HAS_TRUNC: tl.constexpr,
                        N_ACT: tl.constexpr, PACK: tl.constexpr, VAL: tl.constexpr,
-                       ACC: tl.constexpr, PHASE: tl.constexpr,
+                       WORDS: tl.constexpr, ACC: tl.constexpr, PHASE: tl.constexpr,
                        BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr,
                        FLIP: tl.constexpr, ALIGN: tl.constexpr):
     B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
@@ -220,7 +250,7 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
                     pi_ptr.to(tl.pointer_type(tl.int64), bitcast=True),
                     npi_ptr.to(tl.pointer_type(tl.int64), bitcast=True),
                     nq_ptr.to(tl.pointer_type(tl.int64), bitcast=True), mu_ptr, act_ptr, offs,
-                    offs3, mask, A, HAS_NEXT_PI, N_ACT, PACK, VAL, ACC)
+                    offs3, mask, A, HAS_NEXT_PI, N_ACT, PACK, VAL, ACC, WORDS)
             elif N_ACT > 0:
                 expect, ratio = _unrolled_actions(pi_ptr, npi_ptr, nq_ptr, mu_ptr, act_ptr, offs,
                                                   offs3, mask, stride3_a, HAS_NEXT_PI, N_ACT,
@@ -240,12 +270,12 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
             if FLIP > 1:  # runs: the ratio at t+1 is the tile's own, or the next run's
                 far = _step_ratio(pi_ptr, mu_ptr, act_ptr, offs + FLIP * stride_t,
                                   offs3 + FLIP * stride3_t, mask & (t + FLIP < T)[None, :], A,
-                                  stride3_a, PACK, VAL, ACC)
+                                  stride3_a, PACK, VAL, ACC, WORDS)
                 ratio_next = neighbour(ratio, far, FLIP, True)
             else:
                 ratio_next = _step_ratio(pi_ptr, mu_ptr, act_ptr, offs + stride_t,
                                          offs3 + stride3_t, next_mask, A, stride3_a, PACK, VAL,
-                                         ACC)
+                                         ACC, WORDS)
             c_next = tl.where(next_mask, lam_ * tl.minimum(ratio_next, c_max), 0.0)
             r = tl.load(r_ptr + offs, mask=mask, other=0.0).to(ACC)
             q_raw = tl.load(q_ptr + offs, mask=mask, other=0.0)
@@ -311,22 +341,40 @@ def packing(per_action, stride3) -> tuple:
 
 
 def action_reads(per_action, stride3, config: L.ScanConfig, T: int, time_major: bool):
-    """``(PACK, VAL, N_ACT, stride3)`` of retrace_fwd_kernel: words (``packing``) wherever
-    allowed but in batch-major programs holding their row in one tile, all of a step's words
-    at once in batch-major tiles, else as ``unrolled_actions`` says. Measured on the H200
+    """``(PACK, VAL, N_ACT, WORDS, stride3)`` of retrace_fwd_kernel: words (``packing``)
+    wherever allowed but in batch-major programs holding their row in one tile where they are
+    read by ``tl.load``, all of a step's words at once in batch-major tiles, else as
+    ``unrolled_actions`` says; WORDS as ``word_loads`` says. Measured on the H200
     (retrace_words_ab.csv, against per-action loads): look-back 64x131072 bf16 167 -> 119 us,
     fp32 186 -> 169, walking 512x4096 bf16 37.2 -> 33.7, time-major 64x131072 312 -> 256 and
     4096x128 15.8 -> 11.4; one-tile rows lost (4096x512 39.4 -> 42.9, 32768x32 20.6 -> 22.9),
     a loop over the words lost in batch-major look-back (1.12-1.39x). ``L.force_words`` sets
-    where words are read (probes)."""
+    where words are read, ``L.force_word_loads`` how (probes)."""
     A = per_action[0].shape[-1]
     forced = L._FORCED_WORDS[0]
-    wanted = (time_major or config.BLOCK_T < T) if forced is None else forced
+    own = word_loads(per_action, stride3, time_major, 1) > 0
+    wanted = (time_major or own or config.BLOCK_T < T) if forced is None else forced
     pack, val = packing(per_action, stride3) if wanted else (0, tl.float32)
     if not pack:
-        return 0, val, unrolled_actions(A, config, T), stride3
+        return 0, val, unrolled_actions(A, config, T), 0, stride3
     words = (stride3[0] // pack, stride3[1] // pack, 1)
-    return pack, val, unrolled_actions(A, config, T) if time_major else A, words
+    n_act = unrolled_actions(A, config, T) if time_major else A
+    return pack, val, n_act, word_loads(per_action, words, time_major, A // pack), words
+
+
+def word_loads(per_action, words, time_major: bool, per_step: int) -> int:
+    """retrace_fwd_kernel's WORDS, how ``per_step`` words a step (strides ``words``) are read:
+    in batch-major tiles by inline assembly in the steps' own layout (``_vector``), a pair a
+    load where ``per_step`` is even and every pair 16-byte aligned (2), else a word a load (1);
+    ``tl.load`` (0) in time-major tiles, whose envs lie along the words. What the sm_90
+    compile of the fp32 512x4096 walk sheds, ``tl.load`` -> pairs: 16 -> 4 layout conversions,
+    29 -> 5 block barriers, 968 -> 608 instructions, 111 -> 64 registers."""
+    forced = L._FORCED_WORD_LOADS[0]
+    if time_major or forced == 0:
+        return 0
+    pairs = per_step % 2 == 0 and words[0] % 2 == 0 and words[1] % 2 == 0 and \
+        all(x.data_ptr() % 16 == 0 for x in per_action)
+    return 1 if forced == 1 or not pairs else 2
 
 
 def l2_hints(config: L.ScanConfig, time_major: bool, itemsize: int, device) -> bool:
@@ -441,12 +489,13 @@ def _retrace(action_probs_target: torch.Tensor, action_probs_behavior: torch.Ten
                           itemsize=q_ret.element_size())
     t = rows.tensors
     A = present[0].shape[-1]
-    pack, val, n_act, stride3 = action_reads(present, stride3, config, rows.T, rows.time_major)
+    pack, val, n_act, words, stride3 = action_reads(present, stride3, config, rows.T,
+                                                    rows.time_major)
     job = Launch(retrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(q_ret.dtype),
                  q_ret.device, (*L.layout_ints(rows, q_ret), A, *stride3),
                  L.scalar_pairs(gamma, lambda_, c_bar, rho_bar),
                  (next_action_probs_target is not None, truncateds is not None, n_act, pack,
-                  val), prefetch=l2_hints(config, rows.time_major, q_ret.element_size(),
+                  val, words), prefetch=l2_hints(config, rows.time_major, q_ret.element_size(),
                                          q_ret.device))
     pointers = L.pointers(q_ret, named["action_probs_target"], named["next_action_probs_target"],
                           named["next_q_values_all"], t["action_probs_behavior"], t["q_values"],
