@@ -727,6 +727,23 @@ def test_sass_counts_retrace_l2_prefetches():
     assert hinted >= 5 and plain == 0
 
 
+def test_sass_counts_retrace_word_loads_in_the_steps_layout():
+    """Retrace's fp32 walk reading its words by inline assembly (WORDS 2: a 16-byte pair a
+    load) compiles for sm_90 with no layout conversions but the scan's own and few block
+    barriers, and none of them more than ``tl.load`` of the same words. Triton 3.6 (the GPU's)
+    gives those one step a thread and reaches the runs through shared memory (16 conversions,
+    29 barriers); later versions keep the runs' layout, so there the two compile alike."""
+    code = ("import json, triton.language as tl; from paper_repro.bench import sass as S; "
+            "k = S.kernels()['retrace']; S.CONSTEXPRS.update(N_ACT=4, PACK=2, VAL=tl.float32); "
+            "print(json.dumps([S.counts(k, (1, 512, 4, 0, False, False), 4) "
+            "for S.CONSTEXPRS['WORDS'] in (0, 2)]))")
+    loaded, assembled = _compiled_json(code)
+    for key in ("layout_conversions", "barriers", "instructions", "registers"):
+        assert assembled[key] <= loaded[key], key
+    assert assembled["layout_conversions"] <= 6 and assembled["barriers"] <= 5
+    assert assembled["vector_loads"] > loaded["vector_loads"]
+
+
 @pytest.mark.parametrize("name", ["affine_scan", "gae", "vtrace"])
 def test_alignment_word_vectorises_unaligned_rows(name):
     """Rows of a length (batch-major) or batches (time-major) that are no multiple of 16
@@ -1153,6 +1170,22 @@ def test_l2_prefetch_ab_walks_are_walks():
     for N, T, dtype, _ in ab.WALKS:
         c = L.choose_config(N, T, False, 132, False, False, 2 if dtype == "bf16" else 4)
         assert c.BLOCK_B == 1 and not c.single_pass and c.seg_len >= 4 * c.BLOCK_T
+
+
+def test_word_loads_ab_covers_each_kind_of_batch_major_tile():
+    """The word-load A/B times walks, one-tile rows and the look-back, each arm a setting of
+    ``L.force_word_loads`` (``shipped``: the rule), and the rule reads fp32 words both ways
+    among its shapes."""
+    from paper_repro.bench import word_loads_ab as ab
+    from paper_repro.kernels import _launch as L
+
+    assert ab.ARMS == {"tl": 0, "word": 1, "pairs": 2, "shipped": None}
+    configs = [L.choose_config(N, T, False, 132, True, True, 4) for N, T, _ in ab.SHAPES]
+    assert any(c.single_pass for c in configs)
+    assert any(c.BLOCK_T >= T for c, (_, T, _) in zip(configs, ab.SHAPES))
+    assert any(c.seg_len >= 2 * c.BLOCK_T for c in configs)
+    narrow = [c.num_warps <= 2 and c.BLOCK_T >= 128 and not c.single_pass for c in configs]
+    assert any(narrow) and not all(narrow)
 
 
 def test_copy_sizes_row_is_bandwidth_and_share_of_the_ceiling():

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+import triton.language as tl
 from conftest import HAS_CUDA, TOL, assert_close
 
 import paper_repro.kernels.retrace as R
@@ -128,16 +129,66 @@ def test_words_only_where_the_layout_allows():
                                           wide[..., :2 * R.MAX_WORDS]) == 2
 
 
-def test_one_tile_rows_keep_per_action_loads():
-    """Batch-major programs holding their whole row in one tile read per action (measured
-    slower with words); time-major ones and walking programs read words."""
+def test_which_rows_read_words_and_how():
+    """Batch-major rows read words by inline assembly (WORDS 2: pairs) but for fp32 one-tile
+    rows of 1-2-warp tiles of 128+ steps, which keep per-action loads; time-major rows read
+    words by ``tl.load`` (WORDS 0)."""
     x = torch.rand(2, 5, 4)
     present, stride3 = L.common_strides([x, x.clone()])
-    one = L.ScanConfig(1, 64, 1, 64)
-    assert R.action_reads(present, stride3, one, 45, False)[0] == 0
-    assert R.action_reads(present, stride3, one, 45, True)[0] == 2
-    pack, _, n_act, words = R.action_reads(present, stride3, WALK, 45, False)
-    assert (pack, n_act, words) == (2, 4, (stride3[0] // 2, stride3[1] // 2, 1))
+    words = (stride3[0] // 2, stride3[1] // 2, 1)
+    narrow = L.ScanConfig(1, 128, 1, 128)
+    assert R.action_reads(present, stride3, narrow, 45, False)[0] == 0
+    assert R.action_reads(present, stride3, narrow, 45, True) == (2, tl.float32, 0, 0, words)
+    assert R.action_reads(present, stride3, WALK, 45, False) == (2, tl.float32, 4, 2, words)
+    short = L.ScanConfig(1, 64, 1, 64)  # a one-tile row of under 128 steps
+    assert R.action_reads(present, stride3, short, 45, False) == (2, tl.float32, 4, 2, words)
+    half = [t.bfloat16() for t in present]  # 16-bit: one word a step, whatever the tile
+    assert R.action_reads(half, stride3, narrow, 45, False)[:4] == (4, tl.bfloat16, 4, 1)
+
+
+def test_word_pairs_only_where_aligned():
+    """``word_loads``: a 16-byte load a pair of words where a step has an even count of them
+    and every pair is 16-byte aligned, else a word a load; ``L.force_word_loads`` overrules,
+    ``tl.load`` (0) included, but never reads pairs where they are misaligned."""
+    def mode(t, config=WALK, time_major=False):
+        present, stride3 = L.common_strides([t, t])
+        A = t.shape[-1]
+        words = (stride3[0] // 2, stride3[1] // 2, 1)
+        return R.word_loads(present, words, config, time_major, A // 2)
+
+    x = torch.rand(2, 5, 8)
+    assert mode(x) == 2 and mode(x[..., :4]) == 2  # 4 words a step, or 2 of a stride of 8
+    assert mode(x[..., :2]) == 1  # one word a step
+    assert mode(torch.rand(2, 5, 6)[..., :4]) == 1  # stride 6: odd steps' pairs misaligned
+    shifted = torch.rand(2 * 5 * 4 + 2)[2:].view(2, 5, 4)  # 8 bytes off 16-byte alignment
+    assert mode(shifted) == 1
+    assert mode(x, time_major=True) == 0
+    assert mode(x, L.ScanConfig(1, 256, 2, 512)) == 0  # fp32 2-warp walk of 256-step tiles
+    assert mode(x, L.ScanConfig(1, 256, 1, 256, True)) == 2  # but not in the look-back
+    assert mode(x.bfloat16().view(2, 5, 8), L.ScanConfig(1, 256, 2, 512)) == 2
+    for forced in (0, 1, 2):
+        with L.force_word_loads(forced):
+            assert mode(x, L.ScanConfig(1, 256, 2, 512)) == forced
+            assert mode(shifted) == min(forced, 1)
+            assert mode(x, time_major=True) == 0
+
+
+@pytest.mark.parametrize("forced", [0, 1, 2])
+@pytest.mark.parametrize("tile", [WALK, LOOK_BACK, L.ScanConfig(1, 64, 1, 64, flip=4)],
+                         ids=["walk", "look-back", "one-tile"])
+def test_word_loads_match_the_reference(forced, tile, kernels, monkeypatch):
+    """Each way of reading the words, a pair a load included, answers as the float64
+    reference: fp32 with 8 actions (four words a step, two pairs) on rows of 45 steps; under
+    the interpreter the words come from ``tl.load``, through the same loops."""
+    seen = []
+    reads = R.action_reads
+    monkeypatch.setattr(R, "action_reads", lambda *a: seen.append(reads(*a)) or seen[-1])
+    args, npi = inputs(3, 45, 8, torch.float32, seed=forced)
+    with L.force_word_loads(forced):
+        got = run(args, npi, True, False, tile)
+    assert [r[3] for r in seen] == [forced] and seen[0][0] == (2 if forced else seen[0][0])
+    for y, w in zip(got, expected(args, npi, True)):
+        assert_close("retrace", y, w, TOL[torch.float32])
 
 
 def test_a_misaligned_repeat_does_not_reuse_a_words_plan(kernels, words, monkeypatch):
@@ -167,18 +218,19 @@ def test_a_misaligned_repeat_does_not_reuse_a_words_plan(kernels, words, monkeyp
 
 @pytest.mark.parametrize("forced, time_major", [(True, False), (False, True)])
 def test_forced_words_overrule_the_rule(forced, time_major, kernels, words, monkeypatch):
-    """``L.force_words``: words wherever the layout allows, a one-tile batch-major row included
-    (True), or none, a time-major call included (False); the results match the reference
-    either way, and no launch plan is recorded under the setting."""
+    """``L.force_words``: words wherever the layout allows, an fp32 one-tile batch-major row
+    of 128 steps included (True), or none, a time-major call included (False); the results
+    match the reference either way, and no launch plan is recorded under the setting."""
     monkeypatch.setattr(_plan, "_PLANS", {})
-    args, npi = inputs(3, 45, 4, torch.bfloat16, seed=3)
+    args, npi = inputs(3, 45, 4, torch.float32, seed=3)
+    tile = None if time_major else L.ScanConfig(1, 128, 1, 128, flip=4)
     with L.force_words(forced):
-        got = run(args, npi, False, time_major)
-    assert words == [4 if forced else 0] and not _plan._PLANS
+        got = run(args, npi, False, time_major, tile)
+    assert words == [2 if forced else 0] and not _plan._PLANS
     for y, w in zip(got, expected(args, npi, False)):
-        assert_close("retrace", y, w, TOL[torch.bfloat16])
-    run(args, npi, False, time_major)
-    assert words[-1] == (0 if forced else 4)  # the rule again outside the block
+        assert_close("retrace", y, w, TOL[torch.float32])
+    run(args, npi, False, time_major, tile)
+    assert words[-1] == (0 if forced else 2)  # the rule again outside the block
 
 
 def test_l2_hints_only_for_16_bit_batch_major_walks(monkeypatch):
