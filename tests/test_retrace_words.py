@@ -216,6 +216,43 @@ def test_a_misaligned_repeat_does_not_reuse_a_words_plan(kernels, words, monkeyp
         assert torch.equal(y.cpu(), g.cpu())
 
 
+def test_pairs_and_single_words_answer_bit_for_bit(kernels):
+    """A pair a load sums a step's actions in the order a word a load does (word k's before
+    word k + 1's), so the two answer bit for bit."""
+    args, npi = inputs(3, 45, 8, torch.float32, seed=11)
+    answers = []
+    for forced in (1, 2):
+        with L.force_word_loads(forced):
+            answers.append([y.cpu() for y in run(args, npi, True, False, WALK)])
+    assert all(torch.equal(a, b) for a, b in zip(*answers))
+
+
+def test_a_repeat_off_16_bytes_does_not_reuse_a_pairs_plan(kernels, monkeypatch):
+    """A plan recorded on per-action inputs read a 16-byte pair a load must not serve a repeat
+    whose inputs lie 8 bytes off 16-byte alignment: that call reads a word a load."""
+    monkeypatch.setattr(_plan, "_PLANS", {})
+    seen = []
+    reads = R.action_reads
+    monkeypatch.setattr(R, "action_reads", lambda *a: seen.append(reads(*a)) or seen[-1])
+    args, npi = inputs(3, 45, 4, torch.float32, seed=5)
+    moved = [x.to(DEVICE) if torch.is_tensor(x) else x for x in args]
+    got = R.compute_retrace(*moved)
+    assert [r[3] for r in seen] == [2] and sum(map(len, _plan._PLANS.values())) == 1
+
+    def shifted(x):
+        buf = torch.empty(x.numel() + 2, dtype=x.dtype, device=DEVICE)
+        y = buf[2:].view(x.shape).copy_(x)
+        assert y.stride() == x.stride() and y.data_ptr() % 16 == 8
+        return y
+
+    moved[0], moved[3] = shifted(moved[0]), shifted(moved[3])
+    again = R.compute_retrace(*moved)
+    assert [r[3] for r in seen] == [2, 1]  # a fresh launch, a word a load
+    for y, g, w in zip(again, got, expected(args, npi, False)):
+        assert_close("retrace", y, w, TOL[torch.float32])
+        assert torch.equal(y.cpu(), g.cpu())
+
+
 @pytest.mark.parametrize("forced, time_major", [(True, False), (False, True)])
 def test_forced_words_overrule_the_rule(forced, time_major, kernels, words, monkeypatch):
     """``L.force_words``: words wherever the layout allows, an fp32 one-tile batch-major row

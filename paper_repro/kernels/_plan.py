@@ -242,12 +242,14 @@ def recorded(key, forward, *args):
 
 
 def launch(job, pointers: tuple, args: tuple, outputs: tuple, order: tuple | None = None,
-           words: tuple = ()):
+           words: tuple = (), word_bytes: int = 8):
     """``job(pointers)``, kept as the plan of the call being recorded if it read and wrote the
     arguments' own memory. ``pointers`` are inputs in kernel order (``args[i]``, ``i`` from
     ``order``, default ``args``' order, as views; absent ones replaced by the first output),
     then the ``[B, T]`` rows of ``outputs`` (``L.Output``). ``words``: indices of ``args`` the
-    kernel reads as 64-bit words, so that a repeat must find them 8-byte aligned too."""
+    kernel reads as 64-bit words, so that a repeat must find them ``word_bytes``-aligned too
+    (16 where it reads them in pairs; a native plan checks every address's 16-byte alignment
+    itself)."""
     job(pointers)
     found = _RECORDING.key
     if found is None:
@@ -270,12 +272,12 @@ def launch(job, pointers: tuple, args: tuple, outputs: tuple, order: tuple | Non
     site = (found[2], found[3], words)
     _remember(found, lambda matches: Plan(job, like, None if dtype == args[like].dtype else
                                           dtype, len(outputs), sources, grad,
-                                          _aligned(matches, words), site))
+                                          _aligned(matches, words, word_bytes), site))
 
 
-def _aligned(matches, words: tuple):
-    """``matches``, and the arguments at ``words`` 8-byte aligned."""
+def _aligned(matches, words: tuple, word_bytes: int = 8):
+    """``matches``, and the arguments at ``words`` ``word_bytes``-aligned."""
     if not words:
         return matches
-    return lambda a: matches(a) and not any(a[i].data_ptr() % 8 for i in words)
+    return lambda a: matches(a) and not any(a[i].data_ptr() % word_bytes for i in words)
 

@@ -150,6 +150,7 @@ def _word_terms(pi_w, npi_w, nq_w, offs3, mask, act, k, expect, taken,
             ww, ww2 = word_pair(npi_w, offs3 + k, mask)
         else:
             ww, ww2 = wp, wp2
+        expect, taken = _word_values(wp, ww, wq, act, k, expect, taken, PACK, VAL, ACC)
         expect, taken = _word_values(wp2, ww2, wq2, act, k + 1, expect, taken, PACK, VAL, ACC)
     else:
         wp = _word(pi_w, offs3 + k, mask, WORDS)
@@ -158,7 +159,8 @@ def _word_terms(pi_w, npi_w, nq_w, offs3, mask, act, k, expect, taken,
             ww = _word(npi_w, offs3 + k, mask, WORDS)
         else:
             ww = wp
-    return _word_values(wp, ww, wq, act, k, expect, taken, PACK, VAL, ACC)
+        expect, taken = _word_values(wp, ww, wq, act, k, expect, taken, PACK, VAL, ACC)
+    return expect, taken
 
 
 @triton.jit
@@ -512,7 +514,7 @@ def _retrace(action_probs_target: torch.Tensor, action_probs_behavior: torch.Ten
     P.launch(job, pointers, (action_probs_target, action_probs_behavior, q_values,
                              next_q_values_all, actions, rewards, terminateds, truncateds,
                              next_action_probs_target), (q_out, adv_out), KERNEL_ORDER,
-             words=PER_ACTION if pack else ())
+             words=PER_ACTION if pack else (), word_bytes=16 if words == 2 else 8)
     return q_out.result(), adv_out.result()
 
 
