@@ -1174,8 +1174,8 @@ def test_l2_prefetch_ab_walks_are_walks():
 
 def test_word_loads_ab_covers_each_kind_of_batch_major_tile():
     """The word-load A/B times walks, one-tile rows and the look-back, each arm a setting of
-    ``L.force_word_loads`` (``shipped``: the rule), and the rule reads fp32 words both ways
-    among its shapes."""
+    ``L.force_word_loads`` (``shipped``: the rule), and 1-2-warp tiles of 128+ steps (where
+    the H100 and the H200 disagreed) beside the others."""
     from paper_repro.bench import word_loads_ab as ab
     from paper_repro.kernels import _launch as L
 

@@ -130,31 +130,33 @@ def test_words_only_where_the_layout_allows():
 
 
 def test_which_rows_read_words_and_how():
-    """Batch-major rows read words by inline assembly (WORDS 2: pairs) but for fp32 one-tile
-    rows of 1-2-warp tiles of 128+ steps, which keep per-action loads; time-major rows read
-    words by ``tl.load`` (WORDS 0)."""
+    """Batch-major rows read words by inline assembly (WORDS 2: pairs; 1: one word a step),
+    one-tile rows included; time-major rows read them by ``tl.load`` (WORDS 0), and so does
+    every row under ``L.force_word_loads(0)``, where one-tile batch-major rows read per
+    action as before."""
     x = torch.rand(2, 5, 4)
     present, stride3 = L.common_strides([x, x.clone()])
     words = (stride3[0] // 2, stride3[1] // 2, 1)
-    narrow = L.ScanConfig(1, 128, 1, 128)
-    assert R.action_reads(present, stride3, narrow, 45, False)[0] == 0
-    assert R.action_reads(present, stride3, narrow, 45, True) == (2, tl.float32, 0, 0, words)
+    one = L.ScanConfig(1, 128, 1, 128)
+    assert R.action_reads(present, stride3, one, 45, False) == (2, tl.float32, 4, 2, words)
+    assert R.action_reads(present, stride3, one, 45, True) == (2, tl.float32, 0, 0, words)
     assert R.action_reads(present, stride3, WALK, 45, False) == (2, tl.float32, 4, 2, words)
-    short = L.ScanConfig(1, 64, 1, 64)  # a one-tile row of under 128 steps
-    assert R.action_reads(present, stride3, short, 45, False) == (2, tl.float32, 4, 2, words)
-    half = [t.bfloat16() for t in present]  # 16-bit: one word a step, whatever the tile
-    assert R.action_reads(half, stride3, narrow, 45, False)[:4] == (4, tl.bfloat16, 4, 1)
+    half = [t.bfloat16() for t in present]  # 16-bit: one word a step
+    assert R.action_reads(half, stride3, one, 45, False)[:4] == (4, tl.bfloat16, 4, 1)
+    with L.force_word_loads(0):
+        assert R.action_reads(present, stride3, one, 45, False)[0] == 0
+        assert R.action_reads(present, stride3, WALK, 45, False)[3] == 0
 
 
 def test_word_pairs_only_where_aligned():
     """``word_loads``: a 16-byte load a pair of words where a step has an even count of them
     and every pair is 16-byte aligned, else a word a load; ``L.force_word_loads`` overrules,
     ``tl.load`` (0) included, but never reads pairs where they are misaligned."""
-    def mode(t, config=WALK, time_major=False):
+    def mode(t, time_major=False):
         present, stride3 = L.common_strides([t, t])
         A = t.shape[-1]
         words = (stride3[0] // 2, stride3[1] // 2, 1)
-        return R.word_loads(present, words, config, time_major, A // 2)
+        return R.word_loads(present, words, time_major, A // 2)
 
     x = torch.rand(2, 5, 8)
     assert mode(x) == 2 and mode(x[..., :4]) == 2  # 4 words a step, or 2 of a stride of 8
@@ -163,12 +165,9 @@ def test_word_pairs_only_where_aligned():
     shifted = torch.rand(2 * 5 * 4 + 2)[2:].view(2, 5, 4)  # 8 bytes off 16-byte alignment
     assert mode(shifted) == 1
     assert mode(x, time_major=True) == 0
-    assert mode(x, L.ScanConfig(1, 256, 2, 512)) == 0  # fp32 2-warp walk of 256-step tiles
-    assert mode(x, L.ScanConfig(1, 256, 1, 256, True)) == 2  # but not in the look-back
-    assert mode(x.bfloat16().view(2, 5, 8), L.ScanConfig(1, 256, 2, 512)) == 2
     for forced in (0, 1, 2):
         with L.force_word_loads(forced):
-            assert mode(x, L.ScanConfig(1, 256, 2, 512)) == forced
+            assert mode(x) == forced
             assert mode(shifted) == min(forced, 1)
             assert mode(x, time_major=True) == 0
 
@@ -255,18 +254,19 @@ def test_a_repeat_off_16_bytes_does_not_reuse_a_pairs_plan(kernels, monkeypatch)
 
 @pytest.mark.parametrize("forced, time_major", [(True, False), (False, True)])
 def test_forced_words_overrule_the_rule(forced, time_major, kernels, words, monkeypatch):
-    """``L.force_words``: words wherever the layout allows, an fp32 one-tile batch-major row
-    of 128 steps included (True), or none, a time-major call included (False); the results
-    match the reference either way, and no launch plan is recorded under the setting."""
+    """``L.force_words``: words wherever the layout allows, a one-tile batch-major row read by
+    ``tl.load`` included (True: there the rule reads per action), or none, a time-major call
+    included (False); the results match the reference either way, and no launch plan is
+    recorded under the setting."""
     monkeypatch.setattr(_plan, "_PLANS", {})
     args, npi = inputs(3, 45, 4, torch.float32, seed=3)
-    tile = None if time_major else L.ScanConfig(1, 128, 1, 128, flip=4)
-    with L.force_words(forced):
-        got = run(args, npi, False, time_major, tile)
-    assert words == [2 if forced else 0] and not _plan._PLANS
-    for y, w in zip(got, expected(args, npi, False)):
-        assert_close("retrace", y, w, TOL[torch.float32])
-    run(args, npi, False, time_major, tile)
+    with L.force_word_loads(None if time_major else 0):
+        with L.force_words(forced):
+            got = run(args, npi, False, time_major)
+        assert words == [2 if forced else 0] and not _plan._PLANS
+        for y, w in zip(got, expected(args, npi, False)):
+            assert_close("retrace", y, w, TOL[torch.float32])
+        run(args, npi, False, time_major)
     assert words[-1] == (0 if forced else 2)  # the rule again outside the block
 
 

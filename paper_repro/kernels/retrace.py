@@ -354,33 +354,28 @@ def action_reads(per_action, stride3, config: L.ScanConfig, T: int, time_major: 
     where words are read, ``L.force_word_loads`` how (probes)."""
     A = per_action[0].shape[-1]
     forced = L._FORCED_WORDS[0]
-    own = word_loads(per_action, stride3, config, time_major, 1) > 0
+    own = word_loads(per_action, stride3, time_major, 1) > 0
     wanted = (time_major or own or config.BLOCK_T < T) if forced is None else forced
     pack, val = packing(per_action, stride3) if wanted else (0, tl.float32)
     if not pack:
         return 0, val, unrolled_actions(A, config, T), 0, stride3
     words = (stride3[0] // pack, stride3[1] // pack, 1)
     n_act = unrolled_actions(A, config, T) if time_major else A
-    return pack, val, n_act, word_loads(per_action, words, config, time_major, A // pack), words
+    return pack, val, n_act, word_loads(per_action, words, time_major, A // pack), words
 
 
-def word_loads(per_action, words, config: L.ScanConfig, time_major: bool,
-               per_step: int) -> int:
+def word_loads(per_action, words, time_major: bool, per_step: int) -> int:
     """retrace_fwd_kernel's WORDS, how ``per_step`` words a step (strides ``words``) are read:
-    by inline assembly in the steps' own layout (``_vector``), a pair a load where
-    ``per_step`` is even and every pair 16-byte aligned (2), else a word a load (1); or by
-    ``tl.load`` (0). The sm_90 compile of the fp32 512x4096 walk, ``tl.load`` -> pairs: 16 -> 4
-    layout conversions, 29 -> 5 block barriers, 968 -> 608 instructions, 111 -> 64 registers.
-    Measured on an H100 (data/h100/word_loads_ab.csv): 16-bit 0.64-0.97x the time at every
-    batch-major shape (1024x1024 17.0 -> 10.9 us, 64x131072 137 -> 114); fp32 0.83-0.98x in
-    4-warp walks, the look-back and 16-step tiles, but 1.01-1.06x in 1-2-warp tiles of 128-256
-    steps (4096x128, 4096x2048: near the copy ceiling, where the pairs' half-used sectors cost
-    more than the conversions saved), which keep ``tl.load``; so do time-major tiles, whose
-    envs lie along the words."""
+    in batch-major tiles by inline assembly in the steps' own layout (``_vector``), a pair a
+    load where ``per_step`` is even and every pair 16-byte aligned (2), else a word a load (1);
+    in time-major tiles, whose envs lie along the words, by ``tl.load`` (0). The sm_90 compile
+    of the fp32 512x4096 walk, ``tl.load`` -> pairs: 16 -> 4 layout conversions, 29 -> 5 block
+    barriers, 968 -> 608 instructions, 111 -> 64 registers. Measured on the H200
+    (data/h200/word_loads_ab.csv): 0.70-0.95x the time of ``tl.load`` at every batch-major
+    shape (bf16 64x131072 121 -> 93 us, fp32 4096x2048 155 -> 142, 512x4096 44.3 -> 42.2).
+    On an H100 fp32 1-2-warp tiles of 128-256 steps took 1.01-1.06x (data/h100)."""
     forced = L._FORCED_WORD_LOADS[0]
-    narrow = config.num_warps <= 2 and config.BLOCK_T >= 128 and not config.single_pass
-    if time_major or forced == 0 or (
-            forced is None and per_action[0].element_size() == 4 and narrow):
+    if time_major or forced == 0:
         return 0
     pairs = per_step % 2 == 0 and words[0] % 2 == 0 and words[1] % 2 == 0 and \
         all(x.data_ptr() % 16 == 0 for x in per_action)
