@@ -270,17 +270,23 @@ def test_forced_words_overrule_the_rule(forced, time_major, kernels, words, monk
     assert words[-1] == (0 if forced else 2)  # the rule again outside the block
 
 
-def test_l2_hints_only_for_16_bit_batch_major_walks(monkeypatch):
-    """The next tile is requested into L2 where one-row blocks walk 16-bit batch-major rows:
-    not in fp32 (slower there), time-major or several-row blocks, nor before sm_90."""
+def test_l2_hints_only_for_16_bit_or_long_4_warp_batch_major_walks(monkeypatch):
+    """The next tile is requested into L2 where one-row blocks walk 16-bit batch-major rows,
+    or fp32 ones in 4 warps over 4 tiles or more: not in shorter or narrower fp32 walks
+    (slower there), time-major or several-row blocks, nor before sm_90."""
     monkeypatch.setattr(R, "bulk_prefetch", lambda device: True)
     cpu = torch.device("cpu")
+    long_walk = L.ScanConfig(1, 512, 4, 4096, flip=4)
     assert R.l2_hints(WALK, False, 2, cpu)
-    assert not R.l2_hints(WALK, False, 4, cpu)
+    assert not R.l2_hints(WALK, False, 4, cpu)  # one warp
+    assert R.l2_hints(long_walk, False, 4, cpu)
+    assert not R.l2_hints(replace(long_walk, seg_len=1024), False, 4, cpu)  # two tiles
+    assert not R.l2_hints(replace(long_walk, num_warps=2), False, 4, cpu)
     assert not R.l2_hints(WALK, True, 2, cpu)
     assert not R.l2_hints(replace(WALK, BLOCK_B=2), False, 2, cpu)
     monkeypatch.setattr(R, "bulk_prefetch", lambda device: False)
     assert not R.l2_hints(WALK, False, 2, cpu)
+    assert not R.l2_hints(long_walk, False, 4, cpu)
 
 
 def test_bulk_prefetch_needs_sm_90():

@@ -384,12 +384,14 @@ def word_loads(per_action, words, time_major: bool, per_step: int) -> int:
 
 def l2_hints(config: L.ScanConfig, time_major: bool, itemsize: int, device) -> bool:
     """Whether a walk requests its next tile's per-step inputs into L2 (PREFETCH, where
-    ``L.prefetch`` says it walks): batch-major one-row blocks of 16-bit values
-    (data/h100/l2_prefetch_ab.csv, bulk requests a tile ahead: bf16 512x4096 38.2 -> 32.8 us,
-    512x8192 73.5 -> 61.1, 4096x2048 135.4 -> 118.4, two-tile rows 0.96-0.98x). fp32 walks
-    lost (512x4096 55.5 -> 65.4 us, every input requested 67.3; 4096x2048 201 -> 277; two and
-    four tiles ahead lost more)."""
-    return not time_major and config.BLOCK_B == 1 and itemsize == 2 and bulk_prefetch(device)
+    ``L.prefetch`` says it walks): batch-major one-row blocks of 16-bit values, and of fp32
+    ones where 4 warps walk 4 tiles or more. On the H200 (data/h200/l2_prefetch_ab.csv, the
+    words read by assembly): bf16 512x4096 31.2 -> 26.6 us, 512x8192 59.2 -> 49.1; fp32
+    512x4096 42.2 -> 40.7, 512x8192 80.8 -> 76.9, but two-tile rows 0.97-1.03x and 2-warp
+    walks 1.03-1.06x (4096x2048 155 -> 165). On an H100 fp32 lost before the words were read
+    by assembly (data/h100: 512x4096 55.5 -> 65.4 us at 111 registers)."""
+    wide = itemsize == 2 or (config.num_warps >= 4 and config.seg_len >= 4 * config.BLOCK_T)
+    return not time_major and config.BLOCK_B == 1 and wide and bulk_prefetch(device)
 
 
 def _check_values(action_probs_behavior, actions, num_actions):
