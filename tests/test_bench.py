@@ -744,6 +744,19 @@ def test_sass_counts_retrace_word_loads_in_the_steps_layout():
     assert assembled["vector_loads"] > loaded["vector_loads"]
 
 
+def test_sass_word_rows_cover_each_way_of_reading_words():
+    """``sass --words``: a row a tile, dtype and WORDS (pairs in fp32 only), each compiled with
+    its own constexprs, which are put back afterwards."""
+    code = ("import json; from paper_repro.bench import sass as S; "
+            "S.WORD_TILES = S.WORD_TILES[:1]; before = dict(S.CONSTEXPRS); "
+            "rows = list(S.word_rows()); assert S.CONSTEXPRS == before; "
+            "print(json.dumps([[r['dtype'], r['words'], r['barriers']] for r in rows]))")
+    rows = _compiled_json(code)
+    assert [r[:2] for r in rows] == [["fp32", 0], ["fp32", 1], ["fp32", 2], ["bf16", 0],
+                                     ["bf16", 1]]
+    assert all(r[2] >= 0 for r in rows)
+
+
 @pytest.mark.parametrize("name", ["affine_scan", "gae", "vtrace"])
 def test_alignment_word_vectorises_unaligned_rows(name):
     """Rows of a length (batch-major) or batches (time-major) that are no multiple of 16

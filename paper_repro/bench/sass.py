@@ -3,7 +3,7 @@ warp shuffles, block barriers, layout conversions through shared memory and 128-
 kernel and tile, from Triton's compiler and the ``cuobjdump`` its wheel ships.
 
     python -m paper_repro.bench.sass [--out data/h200/sass_counts.csv] [--quick] [--caps]
-        [--masked]
+        [--masked] [--words]
 
 The counts belong to the installed Triton (recorded in each row): put the GPU's version first
 on ``PYTHONPATH`` to explain its timings. ``data/h200/sass_counts.csv`` (Triton 3.6) shows the
@@ -206,6 +206,33 @@ def masked_rows():
                    "dtype": "fp64" if fp64 else "fp32"}
 
 
+# Retrace's batch-major tiles reading 4 actions a step as 64-bit words (BLOCK_B, BLOCK_T, warps,
+# PHASE, PREFETCH, time-major): the 512-step walk, the 2-warp walk, a one-tile row, the look-back;
+# each with its words read by tl.load (WORDS 0), a word a load (1) and a pair a load (2, fp32).
+WORD_TILES = [(1, 512, 4, 0, False, False), (1, 256, 2, 0, False, False),
+              (1, 128, 1, 5, False, False), (1, 256, 1, 3, False, False)]
+WORD_COLUMNS = COLUMNS + ["dtype", "words"]
+
+
+def word_rows():
+    import triton
+    import triton.language as tl
+
+    kernel = kernels()["retrace"]
+    for dtype, pack, val in (("fp32", 2, tl.float32), ("bf16", 4, tl.bfloat16)):
+        for tile in WORD_TILES:
+            for words in (0, 1, 2) if pack == 2 else (0, 1):
+                CONSTEXPRS.update(N_ACT=4, PACK=pack, VAL=val, WORDS=words)
+                try:
+                    c = counts(kernel, tile, 4)
+                finally:
+                    for k in ("N_ACT", "PACK", "VAL", "WORDS"):
+                        CONSTEXPRS.pop(k)
+                yield {"triton": triton.__version__, "kernel": "retrace",
+                       **dict(zip(COLUMNS[2:9], (*tile, 4))), **c, "dtype": dtype,
+                       "words": words}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", default=None,
@@ -215,11 +242,15 @@ def main(argv=None):
                    help="registers and spills of the look-back's tile under register caps")
     p.add_argument("--masked", action="store_true",
                    help="masked GAE's fused kernel at its tiles (default out: sass_masked.csv)")
+    p.add_argument("--words", action="store_true",
+                   help="Retrace's words by tl.load or assembly (default out: sass_words.csv)")
     args = p.parse_args(argv)
-    name = "sass_caps" if args.caps else "sass_masked" if args.masked else "sass_counts"
+    name = "sass_caps" if args.caps else "sass_masked" if args.masked else \
+        "sass_words" if args.words else "sass_counts"
     out = args.out or f"data/h200/{name}.csv"
     columns, produce = (CAP_COLUMNS, cap_rows) if args.caps else \
-        (MASKED_COLUMNS, masked_rows) if args.masked else (COLUMNS, lambda: rows(args.quick))
+        (MASKED_COLUMNS, masked_rows) if args.masked else \
+        (WORD_COLUMNS, word_rows) if args.words else (COLUMNS, lambda: rows(args.quick))
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, columns, extrasaction="ignore", lineterminator="\n")
         w.writeheader()
