@@ -7,7 +7,8 @@ Q(s_{t+1}, .) under the row-t policy (the paper's reading) or under ``next_actio
 actions axis is reduced one action at a time (up to eight actions unrolled where a program
 walks a row of several tiles: ``unrolled_actions``), so there is no register cliff in T.
 Where the layout allows, the per-action inputs are read as 64-bit words of two fp32 or four
-16-bit actions in the tile's own layout (``action_reads``; docs/engine.md).
+16-bit actions in the tile's own layout (``action_reads``; docs/engine.md), in batch-major
+tiles by inline assembly (``word_loads``, ``_vector.py``).
 (Reading [B, T, A] blocks at once was measured 7-14 % slower at T >= 512 on the H200, and a
 step's actions as one vector load, reordered in registers to the tile's runs, 1.25-1.74x slower
 at every batch-major shape: data/h200/retrace_packed_ab.csv.)
