@@ -222,12 +222,13 @@ def word_rows():
     for dtype, pack, val in (("fp32", 2, tl.float32), ("bf16", 4, tl.bfloat16)):
         for tile in WORD_TILES:
             for words in (0, 1, 2) if pack == 2 else (0, 1):
+                saved = dict(CONSTEXPRS)
                 CONSTEXPRS.update(N_ACT=4, PACK=pack, VAL=val, WORDS=words)
                 try:
                     c = counts(kernel, tile, 4)
                 finally:
-                    for k in ("N_ACT", "PACK", "VAL", "WORDS"):
-                        CONSTEXPRS.pop(k)
+                    CONSTEXPRS.clear()
+                    CONSTEXPRS.update(saved)
                 yield {"triton": triton.__version__, "kernel": "retrace",
                        **dict(zip(COLUMNS[2:9], (*tile, 4))), **c, "dtype": dtype,
                        "words": words}

@@ -355,8 +355,8 @@ def action_reads(per_action, stride3, config: L.ScanConfig, T: int, time_major: 
     where words are read, ``L.force_word_loads`` how (probes)."""
     A = per_action[0].shape[-1]
     forced = L._FORCED_WORDS[0]
-    own = word_loads(per_action, stride3, time_major, 1) > 0
-    wanted = (time_major or own or config.BLOCK_T < T) if forced is None else forced
+    wanted = (time_major or _assembled(time_major) or config.BLOCK_T < T) if forced is None \
+        else forced
     pack, val = packing(per_action, stride3) if wanted else (0, tl.float32)
     if not pack:
         return 0, val, unrolled_actions(A, config, T), 0, stride3
@@ -375,12 +375,17 @@ def word_loads(per_action, words, time_major: bool, per_step: int) -> int:
     (data/h200/word_loads_ab.csv): 0.70-0.95x the time of ``tl.load`` at every batch-major
     shape (bf16 64x131072 121 -> 93 us, fp32 4096x2048 155 -> 142, 512x4096 44.3 -> 42.2).
     On an H100 fp32 1-2-warp tiles of 128-256 steps took 1.01-1.06x (data/h100)."""
-    forced = L._FORCED_WORD_LOADS[0]
-    if time_major or forced == 0:
+    if not _assembled(time_major):
         return 0
     pairs = per_step % 2 == 0 and words[0] % 2 == 0 and words[1] % 2 == 0 and \
         all(x.data_ptr() % 16 == 0 for x in per_action)
-    return 1 if forced == 1 or not pairs else 2
+    return 1 if L._FORCED_WORD_LOADS[0] == 1 or not pairs else 2
+
+
+def _assembled(time_major: bool) -> bool:
+    """Whether the words are read by inline assembly: batch-major tiles, unless
+    ``L.force_word_loads(0)``."""
+    return not time_major and L._FORCED_WORD_LOADS[0] != 0
 
 
 def l2_hints(config: L.ScanConfig, time_major: bool, itemsize: int, device) -> bool:
