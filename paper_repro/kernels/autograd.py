@@ -150,7 +150,10 @@ def _scan_backward(name: str, tensors: List[Optional[torch.Tensor]], outs: List[
                    grads: List[Optional[torch.Tensor]], scalars: List[float], time_dim: int,
                    needs: List[bool]) -> List[torch.Tensor]:
     """Gradients of op ``name`` w.r.t. its tensor arguments (empty where not needed)."""
-    got = _backward(SPECS[name], tensors, outs, grads, needs, scalars, time_dim)
+    spec = SPECS[name]
+    got = _closed_form(spec, tensors, grads, needs, scalars, time_dim)
+    if got is None:
+        got = _backward(spec, tensors, outs, grads, needs, scalars, time_dim)
     return [g.to(x.dtype) if g is not None else outs[0].new_empty(0)
             for g, x in zip(got, tensors)]
 
@@ -197,6 +200,37 @@ class _Calculus:
     def state(self, outs, values, dtype):
         return self.spec.state([L.to_rows(o, self.axis) for o in outs],
                                self.rows_from(values)).to(dtype)
+
+
+def _closed_form(spec, tensors, grads, needs, scalar_values, time_dim):
+    """The gradients by the op's closed-form rule (``adjoints.RULES``), or None where it has
+    none or it does not apply: under a torch.func transform, whose higher derivatives need the
+    general rule's torch ops."""
+    from paper_repro.kernels import adjoints
+
+    rule = adjoints.RULES.get(spec.name) if adjoints.ENABLED else None
+    if rule is None or any(x is not None and L.functorch_wrapped(x) for x in (*tensors, *grads)):
+        return None
+    f = _Calculus(spec, tensors, [], scalar_values, time_dim)
+    rows = f.rows_from([])
+    acc = L.acc_dtype(L.result_dtype(*[x for name, x in zip(spec.tensors, tensors)
+                                       if name not in adjoints.FLAGS]))
+    like = rows[spec.like]
+    upstream = [torch.zeros_like(like, dtype=acc) if g is None else L.to_rows(g, f.axis).to(acc)
+                for g in grads]
+    wanted = {name for name, need in zip(spec.tensors, needs) if need}
+    got = rule(rows, upstream, f.scalars, wanted)
+    if got is None:
+        return None
+    out = []
+    for name, x, need in zip(spec.tensors, tensors, needs):
+        if not need:
+            out.append(None)
+        elif name in spec.per_row:
+            out.append(got[name].reshape(x.shape))
+        else:
+            out.append(L.from_rows(got[name], x, f.axis))
+    return out
 
 
 def _backward(spec, tensors, outs, grads, needs, scalar_values, time_dim):

@@ -1,0 +1,116 @@
+"""Closed-form gradients of the estimators whose beta holds only flags and scalars: GAE, TD(lambda)
+and discounted returns, eligibility traces and episodic prefix sums (proofs/adjoint.py,
+``adjoint.closed_form[*]``).
+
+The adjoint of such a scan is itself one of the engine's estimators: a backward scan's,
+``g_t = u_t + beta_{t-1} g_{t-1}``, is an eligibility trace of the upstream gradient ``u``; a
+forward scan's, ``g_t = u_t + beta_{t+1} g_{t+1}``, a discounted return. Each input's gradient
+is then a few elementwise ops on ``g``, where the general rule (``autograd._backward``, the
+chain through ``coefficients.py`` by ``torch.func.vjp``) takes 16-38 torch ops a call. A flag
+that needs its gradient (a predicted continuation given as a float flag) takes the general rule.
+
+Each rule takes ``[B, T]`` rows (per-row inputs as ``[B]``), the upstream gradients as rows in
+the accumulation dtype, the op's scalars and the names of the inputs whose gradients are needed;
+it returns those gradients by name, or None where it does not apply.
+"""
+from __future__ import annotations
+
+import torch
+
+from paper_repro.kernels.affine_scan import scan_rows
+from paper_repro.kernels.eligibility_traces import _decayed_sum
+from paper_repro.kernels.lambda_returns import _returns
+
+ENABLED = True  # False: every op takes the general rule (tests and the backward benchmark)
+FLAGS = {"terminateds", "truncateds", "dones"}
+
+
+def _done(term, trunc, acc):
+    """``min(term + trunc, 1)`` as the kernels read it: bool where both flags are bool."""
+    if trunc is None:
+        return term if term.dtype == torch.bool else torch.clamp(term.to(acc), max=1.0)
+    if term.dtype == torch.bool and trunc.dtype == torch.bool:
+        return term | trunc
+    return torch.clamp(term.to(acc) + trunc.to(acc), max=1.0)
+
+
+def _trace(u, done, decay):
+    """The adjoint of a backward scan with ``beta_t = decay (1 - done_t)``:
+    ``g_t = u_t + decay (1 - done_{t-1}) g_{t-1}``, an eligibility trace of ``u``."""
+    return _decayed_sum(u, done, None, decay, 1.0, -1)
+
+
+def _keep(done, acc):
+    return 1.0 - done.to(acc)
+
+
+def gae(rows, grads, s, wanted):
+    """``A = scan(r + gamma (1 - term) nu - V, gamma lambda (1 - done))``: ``dr = g``,
+    ``dV_t = -g_t + w_{t-1} (1 - trunc_{t-1})``, ``db_t = w_t trunc_t`` (t < T-1) and the window
+    value's ``w_{T-1}``, with ``w = gamma (1 - term) g``."""
+    if wanted & FLAGS:
+        return None
+    u = grads[0]
+    acc, term, trunc = u.dtype, rows["terminateds"], rows["truncateds"]
+    g = _trace(u, _done(term, trunc, acc), s["gamma"] * s["lambda_"])
+    w = s["gamma"] * _keep(term, acc) * g
+    got = {"rewards": g}
+    if "values" in wanted:
+        dv = -g
+        dv[:, 1:] += w[:, :-1] if trunc is None else _keep(trunc[:, :-1], acc) * w[:, :-1]
+        got["values"] = dv
+    if "bootstrap_values" in wanted:
+        db = torch.zeros_like(w) if trunc is None else trunc.to(acc) * w
+        db[:, -1] = 0.0 if rows["last_value"] is not None else w[:, -1]
+        got["bootstrap_values"] = db
+    if "last_value" in wanted:
+        got["last_value"] = w[:, -1].clone()
+    return got
+
+
+def returns(rows, grads, s, wanted):
+    """``G = scan(r + gamma (1 - lambda)(1 - done) n + gamma trunc b, gamma lambda (1 - done),
+    b_{T-1})`` (discounted returns: lambda = 1, no n): ``dr = g``,
+    ``dn = gamma (1 - lambda)(1 - done) g``, ``db = gamma trunc g`` plus the carry's
+    ``beta_{T-1} g_{T-1}``."""
+    if wanted & FLAGS:
+        return None
+    u = grads[0]
+    acc, term, trunc = u.dtype, rows["terminateds"], rows["truncateds"]
+    lam = s["lambda_"] if rows["next_values"] is not None else 1.0
+    done = _done(term, trunc, acc)
+    g = _trace(u, done, s["gamma"] * lam)
+    got = {"rewards": g}
+    if "next_values" in wanted:
+        got["next_values"] = s["gamma"] * (1.0 - lam) * _keep(done, acc) * g
+    if "bootstrap_values" in wanted:
+        db = torch.zeros_like(g) if trunc is None else s["gamma"] * trunc.to(acc) * g
+        db[:, -1] += s["gamma"] * lam * _keep(done[:, -1], acc) * g[:, -1]
+        got["bootstrap_values"] = db
+    return got
+
+
+def decayed_sum(rows, grads, s, wanted):
+    """``z = forward scan(x, beta, seed)``, ``beta_t = k (1 - d_{t-1})`` (ends at, d_{-1} = 0)
+    or ``1 - d_t`` (starts at): ``g`` is the backward scan of ``u`` with ``beta_{t+1}``,
+    ``dx = g``, ``dseed = beta_0 g_0``."""
+    if wanted & FLAGS:
+        return None
+    u, d, k = grads[0], rows["dones"], s["decay"]
+    acc = u.dtype
+    if s["previous_done"] and d.dtype == torch.bool:
+        g = _returns(u, None, d, None, None, k, 1.0, -1)  # exact: min(d, 1) = d
+    else:
+        if s["previous_done"]:
+            beta = k * _keep(d, acc)
+        else:
+            beta = torch.cat([_keep(d[:, 1:], acc), torch.zeros_like(u[:, :1])], dim=1)
+        g = scan_rows(u, beta, None, True, torch.empty_like(u))
+    got = {"x": g}
+    if "seed_values" in wanted:
+        first = k if s["previous_done"] else _keep(d[:, 0], acc)
+        got["seed_values"] = first * g[:, 0]
+    return got
+
+
+RULES = {"gae": gae, "returns": returns, "decayed_sum": decayed_sum}
