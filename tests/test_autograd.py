@@ -3,7 +3,7 @@ with fullgraph=True, and a Dreamer-style actor loss through lambda-returns."""
 import pytest
 import torch
 from conftest import BACKENDS, assert_close, device_of
-from estimators import ESTIMATORS, make_inputs, outputs
+from estimators import ESTIMATORS, LAYOUTS, every_kernel, make_inputs, outputs
 
 import paper_repro as P
 from paper_repro.baselines import reference as ref
@@ -108,3 +108,95 @@ def test_compile_with_gradients():
     f(r).backward()
     want = torch.autograd.grad(P.compute_gae(r, d["v"], d["term"], d["trunc"]).square().sum(), r)
     assert_close("compiled grad", r.grad, want[0].double(), 1e-5)
+
+
+CLOSED_FORM = [e for e in ESTIMATORS if e.kernel in ("gae", "returns", "decayed_sum")]
+CLOSED_CASES = [(layout, flags, T) for layout in LAYOUTS for flags, T in (
+    (torch.bool, 1), (torch.float32, 9))]
+CLOSED_PARAMS = [p for p in every_kernel(
+    CLOSED_CASES, [f"{c[0].name}-{str(c[1])[6:]}-T{c[2]}" for c in CLOSED_CASES],
+    lambda case: {"gae", "returns", "decayed_sum"}) if p.values[0] in CLOSED_FORM]
+
+
+def _grads(module, est, d, layout, keys, weights):
+    """Gradients w.r.t. ``keys`` of sum(output * weight), the inputs laid out by ``layout``."""
+    ours = {k: (x.detach().clone().requires_grad_() if k in keys else x) for k, x in d.items()}
+    kw = {"time_dim": layout.time_dim} if module is P else {}  # the reference: batch-major
+    outs = outputs(est.call(module, layout.apply(ours), **kw))
+    loss = sum((layout.back(o) * w).sum() for o, w in zip(outs, weights))
+    return torch.autograd.grad(loss, [ours[k] for k in keys], allow_unused=True)
+
+
+def _spy_closed_form(monkeypatch):
+    """What each backward's closed form returned (None: the general rule ran)."""
+    from paper_repro.kernels import autograd as AG
+
+    taken, closed_form = [], AG._closed_form
+    monkeypatch.setattr(AG, "_closed_form", lambda *a: taken.append(closed_form(*a)) or taken[-1])
+    return taken
+
+
+@pytest.mark.parametrize("est, layout, flags, T", CLOSED_PARAMS)
+def test_closed_form_gradients(est, layout, flags, T, backend, monkeypatch):
+    """GAE's, the returns' and the decayed sums' closed-form rule (``adjoints.py``) is taken and
+    gives the general rule's gradients (the chain through ``coefficients.py``) and the float64
+    reference's, on every layout, bool and soft float flags, T = 1."""
+    from paper_repro.kernels import adjoints
+
+    d = make_inputs(3, T, dtype=torch.float64, device=device_of(backend))
+    if flags is torch.bool:
+        d["term"], d["trunc"] = d["term"].bool(), d["trunc"].bool()
+    else:  # soft flags in [0, 1): a per-step discount
+        g = torch.Generator().manual_seed(3)
+        d["term"] = (torch.rand(3, T, generator=g, dtype=torch.float64) * 0.9).to(d["r"].device)
+        d["trunc"] = (torch.rand(3, T, generator=g, dtype=torch.float64) * 0.5).to(d["r"].device)
+    keys = [k for k in GRAD_KEYS if d.get(k) is not None]
+    weights = [torch.randn(3, T, dtype=torch.float64, device=d["r"].device)]
+    taken = _spy_closed_form(monkeypatch)
+    got = _grads(P, est, d, layout, keys, weights)
+    assert taken and taken[-1] is not None, "the closed form was not taken"
+    monkeypatch.setattr(adjoints, "ENABLED", False)
+    general = _grads(P, est, d, layout, keys, weights)
+    theirs = {k: (None if x is None else x.detach().cpu()) for k, x in d.items()}
+    want = _grads(ref, est, theirs, LAYOUTS[0], keys, [w.cpu() for w in weights])
+    for k, a, b, w in zip(keys, got, general, want):
+        if w is None:
+            assert a is None or float(a.abs().max()) == 0.0, k
+            continue
+        assert_close(f"d{k} (general rule)", a, b, 1e-12)
+        assert_close(f"d{k} (reference)", a.cpu(), w, 1e-9)
+
+
+@pytest.mark.parametrize("est", CLOSED_FORM, ids=lambda e: e.name)
+def test_flag_gradients_take_the_general_rule(est, monkeypatch):
+    """A float flag that needs its gradient (a predicted continuation) is differentiated by the
+    general rule, and every gradient still matches the reference's."""
+    d = make_inputs(2, 6, dtype=torch.float64)
+    d["term"] = torch.rand(2, 6, dtype=torch.float64) * 0.9
+    keys = [k for k in (*GRAD_KEYS, "term") if d.get(k) is not None]
+    weights = [torch.randn(2, 6, dtype=torch.float64)]
+    taken = _spy_closed_form(monkeypatch)
+    got = _grads(P, est, d, LAYOUTS[0], keys, weights)
+    assert taken == [None]
+    want = _grads(ref, est, d, LAYOUTS[0], keys, weights)
+    for k, a, w in zip(keys, got, want):
+        if w is not None:
+            assert_close(f"d{k}", a, w, 1e-9)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_closed_form_half_precision(dtype, backend, monkeypatch):
+    """16-bit inputs: the closed form accumulates in fp32 and returns each input's dtype, as the
+    general rule does."""
+    from paper_repro.kernels import adjoints
+
+    d = make_inputs(3, 17, dtype=dtype, device=device_of(backend))
+    keys = ["r", "v", "boot"]
+    weights = [torch.randn(3, 17, device=d["r"].device).to(dtype)]
+    est = next(e for e in ESTIMATORS if e.name == "gae")
+    got = _grads(P, est, d, LAYOUTS[0], keys, weights)
+    monkeypatch.setattr(adjoints, "ENABLED", False)
+    general = _grads(P, est, d, LAYOUTS[0], keys, weights)
+    for k, a, b in zip(keys, got, general):
+        assert a.dtype == dtype
+        assert_close(f"d{k}", a.float(), b.double(), 1e-2)
