@@ -25,6 +25,7 @@ MODULES = (
     "peers",
     "boundaries",
     "adjoint",
+    "closed_form",
     "retrace_expectation",
     "code_coefficients",
 )

@@ -1,0 +1,112 @@
+"""The closed-form gradients of paper_repro/kernels/adjoints.py. For L = sum_t u_t A_t, where beta
+holds only flags and scalars, each input's gradient is a few elementwise terms of one adjoint g:
+for the backward scans (GAE, TD(lambda) and discounted returns) g is the eligibility trace of u,
+g_t = u_t + gamma lambda (1 - d_{t-1}) g_{t-1}; for the forward ones (eligibility traces, prefix
+sums) the discounted return of u with beta one step later. Flags are free symbols (soft flags
+included; the done flag d, which enters beta only, its own symbol), checked against the
+derivatives of the unrolled recurrence for T <= 4."""
+from __future__ import annotations
+
+from functools import partial
+
+import sympy as sp
+
+from proofs.core import Identity, backward, forward, gamma, is_zero, lam, window
+
+T_MAX = 4
+
+
+def _symbols(T: int, *names: str):
+    return [list(window(n, range(T)).values()) for n in names]
+
+
+def _trace(u, d, decay):
+    """g_t = u_t + decay (1 - d_{t-1}) g_{t-1}, g_{-1} = 0: the eligibility traces of u."""
+    return forward(u, [decay * (1 - x) for x in [0, *d[:-1]]], 0)
+
+
+def _discounted(u, d, decay):
+    """g_t = u_t + decay (1 - d_t) g_{t+1}, g_T = 0: the discounted returns of u."""
+    return backward(u, [decay * (1 - x) for x in d], 0)
+
+
+def _matches(loss, claimed: dict) -> bool:
+    return all(is_zero(sp.diff(loss, x) - want) for x, want in claimed.items())
+
+
+def _gae(last_value: bool) -> bool:
+    """nu_t = kappa_t b_t + (1 - kappa_t) V_{t+1} (t < T-1), nu_{T-1} = W (last_value, or b_{T-1});
+    alpha_t = r_t + gamma (1 - tau_t) nu_t - V_t, beta_t = gamma lambda (1 - d_t). With
+    w = gamma (1 - tau) g: dr = g, dV_t = -g_t + (1 - kappa_{t-1}) w_{t-1},
+    db_t = kappa_t w_t (t < T-1), dW = w_{T-1}."""
+    for T in range(1, T_MAX + 1):
+        r, V, b, tau, kappa, d, u = _symbols(T, "r", "V", "b", "tau", "kappa", "d", "u")
+        W = sp.Symbol("W") if last_value else b[-1]
+        nu = [kappa[s] * b[s] + (1 - kappa[s]) * V[s + 1] for s in range(T - 1)] + [W]
+        alpha = [r[s] + gamma * (1 - tau[s]) * nu[s] - V[s] for s in range(T)]
+        A = backward(alpha, [gamma * lam * (1 - x) for x in d], 0)
+        loss = sum(x * a for x, a in zip(u, A, strict=True))
+        g = _trace(u, d, gamma * lam)
+        w = [gamma * (1 - tau[s]) * g[s] for s in range(T)]
+        claimed = {r[s]: g[s] for s in range(T)}
+        claimed |= {V[s]: -g[s] + ((1 - kappa[s - 1]) * w[s - 1] if s else 0) for s in range(T)}
+        claimed |= {b[s]: kappa[s] * w[s] for s in range(T - 1)}
+        claimed |= {sp.Symbol("W") if last_value else b[-1]: w[-1]}
+        if not _matches(loss, claimed):
+            return False
+    return True
+
+
+def _returns(with_values: bool) -> bool:
+    """alpha_t = r_t + gamma (1 - lambda)(1 - d_t) n_t + gamma kappa_t b_t, beta_t = gamma lambda
+    (1 - d_t), A_T = b_{T-1} (discounted returns: lambda = 1, no n): dr = g,
+    dn = gamma (1 - lambda)(1 - d) g, db_t = gamma kappa_t g_t + [t = T-1] beta_{T-1} g_{T-1}."""
+    decay = gamma * lam if with_values else gamma
+    for T in range(1, T_MAX + 1):
+        r, n, b, kappa, d, u = _symbols(T, "r", "n", "b", "kappa", "d", "u")
+        alpha = [r[s] + gamma * kappa[s] * b[s] for s in range(T)]
+        if with_values:
+            alpha = [a + gamma * (1 - lam) * (1 - d[s]) * n[s] for s, a in enumerate(alpha)]
+        beta = [decay * (1 - x) for x in d]
+        loss = sum(x * a for x, a in zip(u, backward(alpha, beta, b[-1]), strict=True))
+        g = _trace(u, d, decay)
+        claimed = {r[s]: g[s] for s in range(T)}
+        claimed |= {b[s]: gamma * kappa[s] * g[s] + (beta[-1] * g[-1] if s == T - 1 else 0)
+                    for s in range(T)}
+        if with_values:
+            claimed |= {n[s]: gamma * (1 - lam) * (1 - d[s]) * g[s] for s in range(T)}
+        if not _matches(loss, claimed):
+            return False
+    return True
+
+
+def _decayed_sum(ends_at: bool) -> bool:
+    """z_t = x_t + beta_t z_{t-1}, z_{-1} = S; beta_t = k (1 - d_{t-1}) with d_{-1} = 0 (ends at)
+    or 1 - d_t (starts at): g is the backward scan of u with beta_{t+1} (ends at: the discounted
+    returns of u, flags d, discount k), dx = g, dS = beta_0 g_0."""
+    decay, S = sp.symbols("k S")
+    for T in range(1, T_MAX + 1):
+        x, d, u = _symbols(T, "x", "d", "u")
+        beta = [decay * (1 - p) for p in [0, *d[:-1]]] if ends_at else [1 - p for p in d]
+        loss = sum(w * z for w, z in zip(u, forward(x, beta, S), strict=True))
+        g = _discounted(u, d, decay) if ends_at else backward(u, [*beta[1:], 0], 0)
+        claimed = {x[s]: g[s] for s in range(T)} | {S: beta[0] * g[0]}
+        if not _matches(loss, claimed):
+            return False
+    return True
+
+
+IDENTITIES = [
+    Identity("closed_form.gae", partial(_gae, False),
+             "GAE: dr = g, dV, db from w = gamma (1 - tau) g; g the eligibility trace of u"),
+    Identity("closed_form.gae_last_value", partial(_gae, True),
+             "GAE with last_value: its gradient is w_{T-1}, b_{T-1} gets none"),
+    Identity("closed_form.lambda_returns", partial(_returns, True),
+             "TD(lambda): dr = g, dn = gamma (1 - lambda)(1 - d) g, db with the carry's term"),
+    Identity("closed_form.discounted_returns", partial(_returns, False),
+             "discounted returns: TD(lambda) at lambda = 1 without next values"),
+    Identity("closed_form.eligibility_traces", partial(_decayed_sum, True),
+             "ends-at decayed sums: g = discounted returns of u, dseed = k g_0"),
+    Identity("closed_form.prefix_sum_starts_at", partial(_decayed_sum, False),
+             "starts-at prefix sums: g = backward scan with 1 - d_{t+1}, dseed = (1 - d_0) g_0"),
+]
