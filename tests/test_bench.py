@@ -1210,3 +1210,24 @@ def test_copy_sizes_row_is_bandwidth_and_share_of_the_ceiling():
     assert (r["device_gbs"], r["device_cold_gbs"]) == (3350.0, 1675.0)
     assert (r["pct_ceiling"], r["pct_ceiling_cold"]) == (50.0, 25.0)
     assert list(SIZES_MB) == sorted(SIZES_MB) and 33.5 in SIZES_MB
+
+
+def test_backward_bench_rows(tmp_path, monkeypatch):
+    """The backward benchmark times both rules on the CPU (wall time), finds their gradients
+    equal and counts the backward's minimal traffic: the upstream gradient, the flags and one
+    gradient per floating input."""
+    import pandas as pd
+
+    from paper_repro.bench import backward as BW
+
+    monkeypatch.setattr(BW, "WALL_SECONDS", 0.01)
+    out = tmp_path / "backward.csv"
+    BW.main(["--out", str(out), "--shapes", "4x16", "--dtypes", "fp32", "--layouts", "NT,TN",
+             "--rounds", "1"])
+    got = pd.read_csv(out)
+    assert len(got) == len(BW.ALGORITHMS) * 2 * len(BW.ARMS)
+    assert set(got.arm) == set(BW.ARMS) and (got.wall_us > 0).all()
+    assert (got.max_abs_diff < 1e-5).all()
+    # GAE: rewards and values differentiated; upstream, terminateds, truncateds... read
+    gae = got[got.algorithm == "gae"].min_bytes.iloc[0]
+    assert gae == 4 * 16 * 4 * 4  # u, terminateds, d rewards, d values (float flags, fp32)

@@ -47,24 +47,26 @@ def _keep(done, acc):
 def gae(rows, grads, s, wanted):
     """``A = scan(r + gamma (1 - term) nu - V, gamma lambda (1 - done))``: ``dr = g``,
     ``dV_t = -g_t + w_{t-1} (1 - trunc_{t-1})``, ``db_t = w_t trunc_t`` (t < T-1) and the window
-    value's ``w_{T-1}``, with ``w = gamma (1 - term) g``."""
+    value's ``w_{T-1}``, with ``w = gamma (1 - term) g`` (never formed whole)."""
     if wanted & FLAGS:
         return None
     u = grads[0]
     acc, term, trunc = u.dtype, rows["terminateds"], rows["truncateds"]
-    g = _trace(u, _done(term, trunc, acc), s["gamma"] * s["lambda_"])
-    w = s["gamma"] * _keep(term, acc) * g
+    gamma = s["gamma"]
+    g = _trace(u, _done(term, trunc, acc), gamma * s["lambda_"])
+    keep = _keep(term, acc)
     got = {"rewards": g}
     if "values" in wanted:
-        dv = -g
-        dv[:, 1:] += w[:, :-1] if trunc is None else _keep(trunc[:, :-1], acc) * w[:, :-1]
+        inside = keep[:, :-1] if trunc is None else keep[:, :-1] * _keep(trunc[:, :-1], acc)
+        dv = torch.neg(g)
+        dv[:, 1:].addcmul_(inside, g[:, :-1], value=gamma)
         got["values"] = dv
     if "bootstrap_values" in wanted:
-        db = torch.zeros_like(w) if trunc is None else trunc.to(acc) * w
-        db[:, -1] = 0.0 if rows["last_value"] is not None else w[:, -1]
+        db = torch.zeros_like(g) if trunc is None else trunc.to(acc) * keep * g * gamma
+        db[:, -1] = 0.0 if rows["last_value"] is not None else gamma * keep[:, -1] * g[:, -1]
         got["bootstrap_values"] = db
     if "last_value" in wanted:
-        got["last_value"] = w[:, -1].clone()
+        got["last_value"] = gamma * keep[:, -1] * g[:, -1]
     return got
 
 
