@@ -24,11 +24,15 @@ PAPER_TABLES = ("headline", "safeguard_floors", "pufferlib", "retrace", "long_se
 
 
 def paper_tables(data_dir=DATA, gpu=None):
-    """The transcribed paper tables, plus our PPO summary under ``ppo_summary``."""
+    """The transcribed paper tables, plus our PPO summary under ``ppo_summary`` and the sm_90
+    compile of rl-triton's fused Retrace beside ours under ``retrace_registers``."""
     tables = {name: A.paper_table(name, data_dir) for name in PAPER_TABLES}
     chosen = A.choose_gpu(data_dir, gpu)
     summary = Path(data_dir) / str(chosen) / "ppo_amdahl_summary.csv"
     tables["ppo_summary"] = pd.read_csv(summary) if chosen and summary.exists() else \
+        pd.DataFrame()
+    registers = Path(data_dir) / str(chosen) / "sass_rl_triton.csv"  # R-4, R-5: a compile
+    tables["retrace_registers"] = pd.read_csv(registers) if chosen and registers.exists() else \
         pd.DataFrame()
     return tables
 

@@ -59,6 +59,47 @@ def _r6(f, p):
             "reproduced (within 2x of 43.5x)" if ok else f"differs ({v:.1f}x vs 43.5x)")
 
 
+def _registers(p, source, T):
+    """rl-triton's (``source``) or our Retrace's compile at 512 x ``T`` (one row), or None."""
+    table = p.get("retrace_registers", pd.DataFrame())
+    if not len(table):
+        return None
+    rows = table[(table.source == source) & (table.seq_len == T)]
+    return rows.iloc[0] if len(rows) else None
+
+
+def _r4(f, p):
+    rows = [_registers(p, "rl-triton v0.1.3", T) for T in (1024, 2048, 4096, 8192)]
+    if any(r is None for r in rows):
+        return MISSING
+    text = "; ".join(f"T={r.seq_len} {r.registers} regs/{r.stack_words} words/"
+                     f"{r.occupancy_pct:.0f} %" for r in rows)
+    ours = [_registers(p, "ours", T) for T in (1024, 2048, 4096, 8192)]
+    mine = NOT_RUN if any(r is None for r in ours) else \
+        f"{'/'.join(str(r.registers) for r in ours)} regs, " \
+        f"{max(r.stack_words for r in ours)} words at every T (Triton {rows[0].triton})"
+    at = rows[2]
+    ok = at.registers == 128 and within(at.stack_words, 100) and at.occupancy_pct == 25 and \
+        rows[0].stack_words == 0 and rows[1].stack_words == 0
+    return (text + f" (Triton {at.triton}, sm_90, compiled on the CPU)", mine,
+            "reproduced (the cliff at T = 4096: registers capped at 128, the stack spills)"
+            if ok else "differs (see data/<gpu>/sass_rl_triton.csv)")
+
+
+def _r5(f, p):
+    before = _registers(p, "rl-triton b2fc9fb~1", 4096)
+    after = _registers(p, "rl-triton b2fc9fb", 4096)
+    if before is None or after is None:
+        return MISSING
+    cut = 1 - after.stack_words / before.stack_words
+    text = f"{before.stack_words} -> {after.stack_words} words ({100 * cut:.0f} %)"
+    ok = within(before.stack_words, 132) and within(after.stack_words, 100) and \
+        within(cut, 0.24)
+    return (text + f", Triton {after.triton}", NOT_RUN,
+            "reproduced" if ok else f"differs (the fix cuts {100 * cut:.0f} % of the stack "
+            f"under Triton {after.triton}; the paper's Triton 3.0 counted 24 %)")
+
+
 def _r8(f, p):
     t = A.timings(f, "headline", "device")
     if RT not in t:
@@ -258,8 +299,7 @@ def _p4(f, p):
 
 EVALUATORS = {
     "R-1": _r1, "R-2": _r2, "R-3": not_measured("needs rl-triton's fused path forced past 2048"),
-    "R-4": not_measured("compiler register report, not timed"),
-    "R-5": not_measured("historic compiler report"), "R-6": _r6,
+    "R-4": _r4, "R-5": _r5, "R-6": _r6,
     "R-7": not_measured("internal A/B of rl-triton"), "R-8": _r8,
     "I-1": not_measured("needs rl-triton with and without a bootstrap tensor"),
     "I-2": not_measured("superseded by I-1"),

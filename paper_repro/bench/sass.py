@@ -112,18 +112,26 @@ def _signature(kernel, tile, flip, align=None, fp64=False):
 
 def counts(kernel, tile, flip=0, maxnreg=0, align=None, fp64=False) -> dict:
     """Compile ``kernel`` for sm_90 with ``tile`` (registers capped at ``maxnreg`` where set;
-    ``align``, ``fp64``: see ``_signature``) and count what its SASS does per launch;
-    ``local_loads``/``local_stores``: spills; ``l2_prefetches``: L2 prefetch requests (bulk
-    or a line each); ``loads_in_scan``: global loads issued between the
-    first warp shuffle (the scan's) and the first store, which the scan may wait on (in a
-    look-back, its reads of the predecessors' words among them)."""
+    ``align``, ``fp64``: see ``_signature``) and count what its SASS does per launch
+    (``compiled_counts``)."""
+    sig, const, aligned = _signature(kernel, tile, flip, align, fp64)
+    options = {"num_warps": tile[2], **({"maxnreg": maxnreg} if maxnreg else {})}
+    return sm90_counts(kernel, sig, const, aligned, options)
+
+
+def sm90_counts(kernel, signature: dict, constexprs: dict, aligned: dict, options: dict) -> dict:
+    """Compile ``kernel`` for sm_90 and count its SASS: registers, the stack frame in bytes
+    (``stack_bytes``: where spilled registers live), instructions, warp shuffles, block
+    barriers, layout conversions through shared memory (TTGIR), loads, 128-bit loads,
+    ``local_loads``/``local_stores`` (spills), ``l2_prefetches`` (bulk or a line each) and
+    ``loads_in_scan``: global loads issued between the first warp shuffle (the scan's) and the
+    first store, which the scan may wait on (in a look-back, its reads of the predecessors'
+    words among them)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    sig, const, aligned = _signature(kernel, tile, flip, align, fp64)
-    options = {"num_warps": tile[2], **({"maxnreg": maxnreg} if maxnreg else {})}
-    compiled = triton.compile(ASTSource(kernel, sig, const, aligned),
+    compiled = triton.compile(ASTSource(kernel, signature, constexprs, aligned),
                               target=GPUTarget("cuda", 90, 32), options=options)
     tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     with tempfile.TemporaryDirectory() as d:
@@ -140,10 +148,11 @@ def counts(kernel, tile, flip=0, maxnreg=0, align=None, fp64=False) -> dict:
     opcodes = [(w[1] if w[0].startswith("@") and len(w) > 1 else w[0]).split(".")[0]
                for w in words]
     ops = Counter(opcodes)
-    regs = [int(w.split(":")[1]) for w in usage.split() if w.startswith("REG:")]
+    resources = dict(w.split(":", 1) for w in usage.split() if ":" in w and w[0].isupper())
     first_shuffle = opcodes.index("SHFL") if "SHFL" in opcodes else len(opcodes)
     first_store = opcodes.index("STG", first_shuffle) if "STG" in opcodes[first_shuffle:] else None
-    return {"registers": regs[0] if regs else "", "instructions": len(lines),
+    return {"registers": int(resources["REG"]) if "REG" in resources else "",
+            "stack_bytes": int(resources.get("STACK", 0)), "instructions": len(lines),
             "shuffles": ops["SHFL"], "barriers": ops["BAR"],
             "layout_conversions": compiled.asm["ttgir"].count("ttg.convert_layout"),
             "loads": ops["LDG"], "vector_loads": sum("LDG.E.128" in x for x in lines),
