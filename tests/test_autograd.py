@@ -200,3 +200,19 @@ def test_closed_form_half_precision(dtype, backend, monkeypatch):
     for k, a, b in zip(keys, got, general):
         assert a.dtype == dtype
         assert_close(f"d{k}", a.float(), b.double(), 1e-2)
+
+
+def test_second_derivatives_outside_torch_func_raise():
+    """create_graph=True in plain autograd keeps the backward inside its custom op, whose own
+    derivative is not registered: a second derivative raises (torch.func's transforms give
+    them) instead of treating the scan's launch as a constant."""
+    d = make_inputs(2, 5, dtype=torch.float64)
+    r = d["r"].clone().requires_grad_()
+    adv = P.compute_gae(r, d["v"], d["term"], d["trunc"], 0.9, 0.8, d["boot"])
+    (g,) = torch.autograd.grad(adv.square().sum(), r, create_graph=True)
+    want = torch.func.grad(lambda x: torch.func.grad(
+        lambda y: P.compute_gae(y, d["v"], d["term"], d["trunc"], 0.9, 0.8,
+                                d["boot"]).square().sum())(x).sum())(d["r"])
+    with pytest.raises(RuntimeError, match="autograd"):
+        torch.autograd.grad(g.sum(), r)
+    assert torch.isfinite(want).all()

@@ -81,9 +81,14 @@ def register(spec: Spec, forward):
         needs = [bool(n) and x is not None for n, x in zip(ctx.needs_input_grad[:n_t], tensors)]
         *scalars, time_dim = ctx.extra
         # under a torch.func transform the op's own autograd cannot take the wrapped tensors;
-        # its body can, in torch ops (higher derivatives too)
-        wrapped = any(x is not None and L.functorch_wrapped(x) for x in (*saved, *grads))
-        backward_of = _scan_backward if wrapped else scan_backward_op
+        # its body can, in torch ops (higher derivatives too). A first derivative of plain
+        # tensors in eager skips the op's dispatch (about a quarter of its host time); with
+        # create_graph or under tracing the op keeps the launches out of the graph.
+        present = [x for x in (*saved, *grads) if x is not None]
+        wrapped = any(L.functorch_wrapped(x) for x in present)
+        direct = wrapped or not (torch.is_grad_enabled() or torch.compiler.is_compiling()
+                                 or any(type(x) is not torch.Tensor for x in present))
+        backward_of = _scan_backward if direct else scan_backward_op
         got = backward_of(spec.name, tensors, outs, list(grads), [float(x) for x in scalars],
                           time_dim, needs)
         return (*[g if n else None for g, n in zip(got, needs)], *([None] * len(ctx.extra)))
