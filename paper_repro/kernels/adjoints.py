@@ -9,9 +9,11 @@ is then a few elementwise ops on ``g``, where the general rule (``autograd._back
 chain through ``coefficients.py`` by ``torch.func.vjp``) takes 16-38 torch ops a call. A flag
 that needs its gradient (a predicted continuation given as a float flag) takes the general rule.
 
-Each rule takes ``[B, T]`` rows (per-row inputs as ``[B]``), the upstream gradients as rows in
-the accumulation dtype, the op's scalars and the names of the inputs whose gradients are needed;
-it returns those gradients by name, or None where it does not apply.
+Each rule takes ``[B, T]`` rows (per-row inputs as ``[B]``), the upstream gradients and the op's
+outputs as rows in the accumulation dtype, the op's scalars and the names of the inputs whose
+gradients are needed; it returns those gradients by name, or None where it does not apply. The
+bare engine's rule is the adjoint itself (``autograd.scan_adjoint``), without the general rule's
+``torch.func.vjp`` of the identity.
 """
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ def _keep(done, acc):
     return 1.0 - done.to(acc)
 
 
-def gae(rows, grads, s, wanted):
+def gae(rows, grads, outs, s, wanted):
     """``A = scan(r + gamma (1 - term) nu - V, gamma lambda (1 - done))``: ``dr = g``,
     ``dV_t = -g_t + w_{t-1} (1 - trunc_{t-1})``, ``db_t = w_t trunc_t`` (t < T-1) and the window
     value's ``w_{T-1}``, with ``w = gamma (1 - term) g`` (never formed whole)."""
@@ -70,7 +72,7 @@ def gae(rows, grads, s, wanted):
     return got
 
 
-def returns(rows, grads, s, wanted):
+def returns(rows, grads, outs, s, wanted):
     """``G = scan(r + gamma (1 - lambda)(1 - done) n + gamma trunc b, gamma lambda (1 - done),
     b_{T-1})`` (discounted returns: lambda = 1, no n): ``dr = g``,
     ``dn = gamma (1 - lambda)(1 - done) g``, ``db = gamma trunc g`` plus the carry's
@@ -92,7 +94,7 @@ def returns(rows, grads, s, wanted):
     return got
 
 
-def decayed_sum(rows, grads, s, wanted):
+def decayed_sum(rows, grads, outs, s, wanted):
     """``z = forward scan(x, beta, seed)``, ``beta_t = k (1 - d_{t-1})`` (ends at, d_{-1} = 0)
     or ``1 - d_t`` (starts at): ``g`` is the backward scan of ``u`` with ``beta_{t+1}``,
     ``dx = g``, ``dseed = beta_0 g_0``."""
@@ -115,4 +117,15 @@ def decayed_sum(rows, grads, s, wanted):
     return got
 
 
-RULES = {"gae": gae, "returns": returns, "decayed_sum": decayed_sum}
+def affine_scan(rows, grads, outs, s, wanted):
+    """``A = scan(alpha, beta, initial)``: ``(d alpha, d beta, d initial)`` of the adjoint."""
+    from paper_repro.kernels.autograd import scan_adjoint
+
+    u, initial = grads[0], rows["initial"]
+    carry = u.new_zeros(u.shape[0]) if initial is None else initial.to(u.dtype)
+    d_alpha, d_beta, d_initial = scan_adjoint(u, rows["beta"].to(u.dtype), outs[0], carry,
+                                              bool(s["reverse"]))
+    return {"alpha": d_alpha, "beta": d_beta, "initial": d_initial}
+
+
+RULES = {"gae": gae, "returns": returns, "decayed_sum": decayed_sum, "affine_scan": affine_scan}

@@ -156,7 +156,7 @@ def _scan_backward(name: str, tensors: List[Optional[torch.Tensor]], outs: List[
                    needs: List[bool]) -> List[torch.Tensor]:
     """Gradients of op ``name`` w.r.t. its tensor arguments (empty where not needed)."""
     spec = SPECS[name]
-    got = _closed_form(spec, tensors, grads, needs, scalars, time_dim)
+    got = _closed_form(spec, tensors, outs, grads, needs, scalars, time_dim)
     if got is None:
         got = _backward(spec, tensors, outs, grads, needs, scalars, time_dim)
     return [g.to(x.dtype) if g is not None else outs[0].new_empty(0)
@@ -207,14 +207,15 @@ class _Calculus:
                                self.rows_from(values)).to(dtype)
 
 
-def _closed_form(spec, tensors, grads, needs, scalar_values, time_dim):
+def _closed_form(spec, tensors, outs, grads, needs, scalar_values, time_dim):
     """The gradients by the op's closed-form rule (``adjoints.RULES``), or None where it has
     none or it does not apply: under a torch.func transform, whose higher derivatives need the
     general rule's torch ops."""
     from paper_repro.kernels import adjoints
 
     rule = adjoints.RULES.get(spec.name) if adjoints.ENABLED else None
-    if rule is None or any(x is not None and L.functorch_wrapped(x) for x in (*tensors, *grads)):
+    if rule is None or any(x is not None and L.functorch_wrapped(x)
+                           for x in (*tensors, *outs, *grads)):
         return None
     f = _Calculus(spec, tensors, [], scalar_values, time_dim)
     rows = f.rows_from([])
@@ -224,7 +225,7 @@ def _closed_form(spec, tensors, grads, needs, scalar_values, time_dim):
     upstream = [torch.zeros_like(like, dtype=acc) if g is None else L.to_rows(g, f.axis).to(acc)
                 for g in grads]
     wanted = {name for name, need in zip(spec.tensors, needs) if need}
-    got = rule(rows, upstream, f.scalars, wanted)
+    got = rule(rows, upstream, [L.to_rows(o, f.axis).to(acc) for o in outs], f.scalars, wanted)
     if got is None:
         return None
     out = []
