@@ -1,10 +1,11 @@
-"""The closed-form gradients of paper_repro/kernels/adjoints.py. For L = sum_t u_t A_t, where beta
-holds only flags and scalars, each input's gradient is a few elementwise terms of one adjoint g:
-for the backward scans (GAE, TD(lambda) and discounted returns) g is the eligibility trace of u,
+"""The closed-form gradients of paper_repro/kernels/adjoints.py. For L = sum_t u_t A_t each input's
+gradient is a few elementwise terms of one adjoint g: for the backward scans whose beta holds only
+flags (GAE, TD(lambda) and discounted returns) g is the eligibility trace of u,
 g_t = u_t + gamma lambda (1 - d_{t-1}) g_{t-1}; for the forward ones (eligibility traces, prefix
-sums) the discounted return of u with beta one step later. Flags are free symbols (soft flags
+sums) the discounted return of u with beta one step later; V-trace's, of both its outputs, runs
+through its clipped ratios as any functions of the log-ratio. Flags are free symbols (soft flags
 included; the done flag d, which enters beta only, its own symbol), checked against the
-derivatives of the unrolled recurrence for T <= 4."""
+derivatives of the unrolled recurrence for T <= 4 (V-trace T <= 3)."""
 from __future__ import annotations
 
 from functools import partial
@@ -57,6 +58,54 @@ def _gae(last_value: bool) -> bool:
     return True
 
 
+def _following(values, kappa, b, W):
+    """kappa_t b_t + (1 - kappa_t) values_{t+1} (t < T-1), W at T-1: the next value."""
+    return [kappa[s] * b[s] + (1 - kappa[s]) * values[s + 1] for s in range(len(b) - 1)] + [W]
+
+
+def _vtrace(last_value: bool) -> bool:
+    """D = backward(rho (r + gamma (1 - tau) nu - V), gamma lambda c (1 - d), 0), vs = D + V,
+    pg = rho (r + gamma (1 - tau) eta - V), eta the next vs as nu is the next V; rho, c any
+    functions of the log-ratio x (the code's clamps of e^x). With on = gamma (1 - tau)(1 - kappa),
+    q = rho u_pg, U_t = u_vs_t + on_{t-1} q_{t-1}, g the adjoint of U and p = rho g: dr = p + q,
+    dV_t = U_t - p_t - q_t + on_{t-1} p_{t-1}, db_t = kappa_t gamma (1 - tau_t)(p + q)_t,
+    dW = gamma (1 - tau)(p + q) at T-1, dx = rho'(x)(g bracket + u_pg bracket_pg) +
+    c'(x) gamma lambda (1 - d) g D_{t+1}."""
+    rho_f, c_f = sp.Function("rho"), sp.Function("c")
+    for T in range(1, T_MAX):
+        r, V, b, tau, kappa, d, x, u, w = _symbols(T, "r", "V", "b", "tau", "kappa", "d", "x",
+                                                   "u", "w")
+        W = sp.Symbol("W") if last_value else b[-1]
+        rho, c = [rho_f(y) for y in x], [c_f(y) for y in x]
+
+        nu = _following(V, kappa, b, W)
+        bracket = [r[s] + gamma * (1 - tau[s]) * nu[s] - V[s] for s in range(T)]
+        beta = [gamma * lam * c[s] * (1 - d[s]) for s in range(T)]
+        D = backward([rho[s] * bracket[s] for s in range(T)], beta, 0)
+        vs = [D[s] + V[s] for s in range(T)]
+        eta = _following(vs, kappa, b, W)
+        bracket_pg = [r[s] + gamma * (1 - tau[s]) * eta[s] - V[s] for s in range(T)]
+        loss = sum(u[s] * vs[s] + w[s] * rho[s] * bracket_pg[s] for s in range(T))
+        on = [gamma * (1 - tau[s]) * (1 - kappa[s]) for s in range(T)]
+        q = [rho[s] * w[s] for s in range(T)]
+        U = [u[s] + (on[s - 1] * q[s - 1] if s else 0) for s in range(T)]
+        g = forward(U, [0, *beta[:-1]], 0)
+        p = [rho[s] * g[s] for s in range(T)]
+        D_next = [*D[1:], 0]
+        claimed = {r[s]: p[s] + q[s] for s in range(T)}
+        claimed |= {V[s]: U[s] - p[s] - q[s] + (on[s - 1] * p[s - 1] if s else 0)
+                    for s in range(T)}
+        claimed |= {b[s]: kappa[s] * gamma * (1 - tau[s]) * (p[s] + q[s]) for s in range(T - 1)}
+        claimed |= {sp.Symbol("W") if last_value else b[-1]:
+                    gamma * (1 - tau[-1]) * (p[-1] + q[-1])}
+        claimed |= {x[s]: sp.diff(rho[s], x[s]) * (g[s] * bracket[s] + w[s] * bracket_pg[s])
+                    + sp.diff(c[s], x[s]) * gamma * lam * (1 - d[s]) * g[s] * D_next[s]
+                    for s in range(T)}
+        if not _matches(loss, claimed):
+            return False
+    return True
+
+
 def _returns(with_values: bool) -> bool:
     """alpha_t = r_t + gamma (1 - lambda)(1 - d_t) n_t + gamma kappa_t b_t, beta_t = gamma lambda
     (1 - d_t), A_T = b_{T-1} (discounted returns: lambda = 1, no n): dr = g,
@@ -101,6 +150,11 @@ IDENTITIES = [
              "GAE: dr = g, dV, db from w = gamma (1 - tau) g; g the eligibility trace of u"),
     Identity("closed_form.gae_last_value", partial(_gae, True),
              "GAE with last_value: its gradient is w_{T-1}, b_{T-1} gets none"),
+    Identity("closed_form.vtrace", partial(_vtrace, False),
+             "V-trace, both outputs: dr, dV, db from p = rho g and q = rho u_pg; dx through "
+             "rho(x) and c(x); T <= 3"),
+    Identity("closed_form.vtrace_last_value", partial(_vtrace, True),
+             "V-trace with last_value: its gradient gamma (1 - tau)(p + q) at T-1; T <= 3"),
     Identity("closed_form.lambda_returns", partial(_returns, True),
              "TD(lambda): dr = g, dn = gamma (1 - lambda)(1 - d) g, db with the carry's term"),
     Identity("closed_form.discounted_returns", partial(_returns, False),

@@ -110,12 +110,13 @@ def test_compile_with_gradients():
     assert_close("compiled grad", r.grad, want[0].double(), 1e-5)
 
 
-CLOSED_FORM = [e for e in ESTIMATORS if e.kernel in ("gae", "returns", "decayed_sum")]
+CLOSED_KERNELS = {"gae", "vtrace", "returns", "decayed_sum"}
+CLOSED_FORM = [e for e in ESTIMATORS if e.kernel in CLOSED_KERNELS]
 CLOSED_CASES = [(layout, flags, T) for layout in LAYOUTS for flags, T in (
     (torch.bool, 1), (torch.float32, 9))]
 CLOSED_PARAMS = [p for p in every_kernel(
     CLOSED_CASES, [f"{c[0].name}-{str(c[1])[6:]}-T{c[2]}" for c in CLOSED_CASES],
-    lambda case: {"gae", "returns", "decayed_sum"}) if p.values[0] in CLOSED_FORM]
+    lambda case: CLOSED_KERNELS) if p.values[0] in CLOSED_FORM]
 
 
 def _grads(module, est, d, layout, keys, weights):
@@ -138,9 +139,9 @@ def _spy_closed_form(monkeypatch):
 
 @pytest.mark.parametrize("est, layout, flags, T", CLOSED_PARAMS)
 def test_closed_form_gradients(est, layout, flags, T, backend, monkeypatch):
-    """GAE's, the returns' and the decayed sums' closed-form rule (``adjoints.py``) is taken and
-    gives the general rule's gradients (the chain through ``coefficients.py``) and the float64
-    reference's, on every layout, bool and soft float flags, T = 1."""
+    """GAE's, V-trace's, the returns' and the decayed sums' closed-form rule (``adjoints.py``)
+    is taken and gives the general rule's gradients (the chain through ``coefficients.py``) and
+    the float64 reference's, on every layout, bool and soft float flags, T = 1."""
     from paper_repro.kernels import adjoints
 
     d = make_inputs(3, T, dtype=torch.float64, device=device_of(backend))
@@ -151,7 +152,8 @@ def test_closed_form_gradients(est, layout, flags, T, backend, monkeypatch):
         d["term"] = (torch.rand(3, T, generator=g, dtype=torch.float64) * 0.9).to(d["r"].device)
         d["trunc"] = (torch.rand(3, T, generator=g, dtype=torch.float64) * 0.5).to(d["r"].device)
     keys = [k for k in GRAD_KEYS if d.get(k) is not None]
-    weights = [torch.randn(3, T, dtype=torch.float64, device=d["r"].device)]
+    weights = [torch.randn(3, T, dtype=torch.float64, device=d["r"].device)
+               for _ in range(2 if est.kernel == "vtrace" else 1)]
     taken = _spy_closed_form(monkeypatch)
     got = _grads(P, est, d, layout, keys, weights)
     assert taken and taken[-1] is not None, "the closed form was not taken"
@@ -174,7 +176,7 @@ def test_flag_gradients_take_the_general_rule(est, monkeypatch):
     d = make_inputs(2, 6, dtype=torch.float64)
     d["term"] = torch.rand(2, 6, dtype=torch.float64) * 0.9
     keys = [k for k in (*GRAD_KEYS, "term") if d.get(k) is not None]
-    weights = [torch.randn(2, 6, dtype=torch.float64)]
+    weights = [torch.randn(2, 6, dtype=torch.float64) for _ in range(2)]
     taken = _spy_closed_form(monkeypatch)
     got = _grads(P, est, d, LAYOUTS[0], keys, weights)
     assert taken == [None]
@@ -245,3 +247,29 @@ def test_affine_scan_closed_form(reverse, backend, monkeypatch):
         monkeypatch.setattr(adjoints, "ENABLED", True)
         for name, g, x in zip(("alpha", "beta", "initial"), got, want):
             assert_close(f"d{name}", g, x, 1e-12)
+
+
+def test_vtrace_closed_form_at_the_clips(backend, monkeypatch):
+    """Ratios exactly at rho_bar and c_bar (equal log-probabilities, both clips 1) pass their
+    gradient as torch's clamp does: the closed form equals the general rule there."""
+    from paper_repro.kernels import adjoints
+
+    dev = device_of(backend)
+    g = torch.Generator().manual_seed(5)
+    lp, v, r, w = (torch.randn(3, 9, generator=g, dtype=torch.float64).to(dev) for _ in range(4))
+    term = torch.zeros(3, 9, device=dev)
+    term[0, 3] = 1
+
+    def grads():
+        a, b, vv = (x.clone().requires_grad_() for x in (lp, lp, v))
+        vs, pg = P.compute_vtrace(a, b, vv, r, term, None, 0.9, 1.0, 1.0, None,
+                                  torch.ones(3, dtype=torch.float64, device=dev), lambda_=0.8)
+        return torch.autograd.grad((vs * w).sum() + (pg * w.flip(1)).sum(), (a, b, vv))
+
+    taken = _spy_closed_form(monkeypatch)
+    got = grads()
+    assert taken[-1] is not None
+    monkeypatch.setattr(adjoints, "ENABLED", False)
+    for name, x, y in zip(("dlpt", "dlpb", "dV"), got, grads()):
+        assert_close(name, x, y, 1e-12)
+    assert float(got[0].abs().max()) > 0  # the clips pass the gradient

@@ -1299,3 +1299,5 @@ def test_backward_bench_rows(tmp_path, monkeypatch):
     # GAE: rewards and values differentiated; upstream, terminateds, truncateds... read
     gae = got[got.algorithm == "gae"].min_bytes.iloc[0]
     assert gae == 4 * 16 * 4 * 4  # u, terminateds, d rewards, d values (float flags, fp32)
+    vtrace = got[got.algorithm == "vtrace"].min_bytes.iloc[0]  # 2 upstream, 1 flag, 4 leaves
+    assert vtrace == 7 * 4 * 16 * 4

@@ -21,7 +21,8 @@ import torch
 from paper_repro.bench.results import stream_csv
 from paper_repro.bench.roofline import floor_ms
 
-ALGORITHMS = ("gae", "lambda_returns", "discounted_returns", "eligibility_traces", "prefix_sum")
+ALGORITHMS = ("gae", "vtrace", "lambda_returns", "discounted_returns", "eligibility_traces",
+              "prefix_sum")
 SHAPES = [(4096, 128), (16384, 64), (512, 4096), (64, 131072), (32768, 32)]
 NOT_DIFFERENTIATED = ("terminated", "truncated", "dones", "actions")
 ARMS = ("closed", "general")
@@ -43,9 +44,9 @@ def arm(name: str):
 
 
 def backward_call(case):
-    """``(call, leaves, flags)``: ``call()`` returns the gradients of one backward of ``case``'s
-    output (a fixed random upstream gradient, the graph kept) w.r.t. ``leaves``, its floating
-    inputs but the flags (``flags``: those it reads)."""
+    """``(call, leaves, read)``: ``call()`` returns the gradients of one backward of ``case``'s
+    outputs (fixed random upstream gradients, the graph kept) w.r.t. ``leaves``, its floating
+    inputs but the flags; ``read``: the upstream gradients and the flags."""
     import paper_repro as P
 
     fn = getattr(P, case.public_name)
@@ -59,10 +60,11 @@ def backward_call(case):
         elif torch.is_tensor(a):
             flags.append(a)
         args.append(a)
-    out = fn(*args, **case.call_kwargs())
-    upstream = torch.randn_like(out)
-    return (lambda: torch.autograd.grad(out, leaves, upstream, retain_graph=True)), leaves, \
-        [upstream, *flags]
+    outs = fn(*args, **case.call_kwargs())
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    upstream = [torch.randn_like(o) for o in outs]
+    return (lambda: torch.autograd.grad(outs, leaves, upstream, retain_graph=True)), leaves, \
+        [*upstream, *flags]
 
 
 def min_bytes(leaves, read) -> int:

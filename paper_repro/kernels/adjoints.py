@@ -1,13 +1,15 @@
-"""Closed-form gradients of the estimators whose beta holds only flags and scalars: GAE, TD(lambda)
-and discounted returns, eligibility traces and episodic prefix sums (proofs/adjoint.py,
-``adjoint.closed_form[*]``).
+"""Closed-form gradients of GAE, V-trace, TD(lambda) and discounted returns, eligibility traces,
+episodic prefix sums and the bare engine (proofs/closed_form.py, ``closed_form.*``).
 
-The adjoint of such a scan is itself one of the engine's estimators: a backward scan's,
-``g_t = u_t + beta_{t-1} g_{t-1}``, is an eligibility trace of the upstream gradient ``u``; a
-forward scan's, ``g_t = u_t + beta_{t+1} g_{t+1}``, a discounted return. Each input's gradient
-is then a few elementwise ops on ``g``, where the general rule (``autograd._backward``, the
-chain through ``coefficients.py`` by ``torch.func.vjp``) takes 16-38 torch ops a call. A flag
-that needs its gradient (a predicted continuation given as a float flag) takes the general rule.
+Where beta holds only flags and scalars, the adjoint of the scan is itself one of the engine's
+estimators: a backward scan's, ``g_t = u_t + beta_{t-1} g_{t-1}``, is an eligibility trace of
+the upstream gradient ``u``; a forward scan's, ``g_t = u_t + beta_{t+1} g_{t+1}``, a discounted
+return. Each input's gradient is then a few elementwise ops on ``g``, where the general rule
+(``autograd._backward``, the chain through ``coefficients.py`` by ``torch.func.vjp``) takes
+10-28 torch ops and most of the backward's host time. V-trace's beta holds the clipped ratios,
+so its adjoint is the engine's scan of ``u`` with beta one step on (``autograd.scan_adjoint``).
+A flag that needs its gradient (a predicted continuation given as a float flag) and Retrace
+take the general rule.
 
 Each rule takes ``[B, T]`` rows (per-row inputs as ``[B]``), the upstream gradients and the op's
 outputs as rows in the accumulation dtype, the op's scalars and the names of the inputs whose
@@ -117,6 +119,72 @@ def decayed_sum(rows, grads, outs, s, wanted):
     return got
 
 
+def _next(x, trunc, boot, window, acc):
+    """``(1 - trunc_t) x_{t+1} + trunc_t b_t`` (t < T-1), ``window`` at T-1 (``C.window_next``)."""
+    out = torch.empty_like(x)
+    out[:, :-1] = x[:, 1:] if trunc is None else _keep(trunc[:, :-1], acc) * x[:, 1:]
+    if trunc is not None and boot is not None:
+        out[:, :-1] += trunc[:, :-1].to(acc) * boot[:, :-1].to(acc)
+    out[:, -1] = window
+    return out
+
+
+def vtrace(rows, grads, outs, s, wanted):
+    """``D = scan(rho (r + gamma (1 - term) nu - V), gamma lambda c (1 - done))``, ``vs = D + V``,
+    ``pg = rho (r + gamma (1 - term) eta - V)`` with ``eta`` the next ``vs`` as ``nu`` is the next
+    V; ``rho = min(e^x, rho_bar)``, ``c = min(e^x, c_bar)``, ``x`` the log-ratio. With
+    ``U = u_vs + gamma (1 - term)(1 - trunc) rho u_pg`` one step on, ``g`` the adjoint of ``U``,
+    ``p = rho g`` and ``q = rho u_pg``: ``dr = p + q``,
+    ``dV = U - p - q + gamma (1 - term)(1 - trunc) p`` one step on, ``db``/``dW`` from
+    ``gamma (1 - term)(p + q)``, ``dx = e^x (d rho [e^x <= rho_bar] + d c [e^x <= c_bar])``."""
+    from paper_repro.kernels.autograd import scan_adjoint
+
+    if wanted & FLAGS:
+        return None
+    u_vs, u_pg = grads
+    vs = outs[0]
+    acc, gamma = u_vs.dtype, s["gamma"]
+    term, trunc = rows["terminateds"], rows["truncateds"]
+    boot, last = rows["bootstrap_values"], rows["last_value"]
+    v, r = rows["values"].to(acc), rows["rewards"].to(acc)
+    ratio = torch.exp(rows["log_pi_target"].to(acc) - rows["log_pi_behavior"].to(acc))
+    rho = torch.clamp(ratio, max=s["rho_bar"])
+    keep = gamma * _keep(term, acc)  # gamma (1 - term)
+    on = keep if trunc is None else keep * _keep(trunc, acc)  # weight of the next value
+    window = last.to(acc) if last is not None else boot[:, -1].to(acc) if boot is not None \
+        else torch.zeros_like(v[:, 0])
+    q = rho * u_pg
+    U = u_vs.clone()
+    U[:, 1:] += on[:, :-1] * q[:, :-1]
+    D = vs - v
+    beta = gamma * s["lambda_"] * torch.clamp(ratio, max=s["c_bar"]) * \
+        _keep(_done(term, trunc, acc), acc)
+    g, d_beta, _ = scan_adjoint(U, beta, D, torch.zeros_like(v[:, 0]), True)
+    p = rho * g
+    pq = p + q
+    got = {"rewards": pq}
+    if "values" in wanted:
+        dv = U - pq
+        dv[:, 1:] += on[:, :-1] * p[:, :-1]
+        got["values"] = dv
+    at_end = keep * pq  # what the next-value slots receive
+    if "bootstrap_values" in wanted:
+        db = torch.zeros_like(g) if trunc is None else trunc.to(acc) * at_end
+        db[:, -1] = 0.0 if last is not None else at_end[:, -1]
+        got["bootstrap_values"] = db
+    if "last_value" in wanted:
+        got["last_value"] = at_end[:, -1]
+    if wanted & {"log_pi_target", "log_pi_behavior"}:
+        bracket = r + keep * _next(v, trunc, boot, window, acc) - v
+        bracket_pg = r + keep * _next(vs, trunc, boot, window, acc) - v
+        d_rho = g * bracket + u_pg * bracket_pg
+        d_c = d_beta * gamma * s["lambda_"] * _keep(_done(term, trunc, acc), acc)
+        dx = ratio * (torch.where(ratio <= s["rho_bar"], d_rho, 0.0) +
+                      torch.where(ratio <= s["c_bar"], d_c, 0.0))
+        got["log_pi_target"], got["log_pi_behavior"] = dx, -dx
+    return got
+
+
 def affine_scan(rows, grads, outs, s, wanted):
     """``A = scan(alpha, beta, initial)``: ``(d alpha, d beta, d initial)`` of the adjoint."""
     from paper_repro.kernels.autograd import scan_adjoint
@@ -128,4 +196,5 @@ def affine_scan(rows, grads, outs, s, wanted):
     return {"alpha": d_alpha, "beta": d_beta, "initial": d_initial}
 
 
-RULES = {"gae": gae, "returns": returns, "decayed_sum": decayed_sum, "affine_scan": affine_scan}
+RULES = {"gae": gae, "returns": returns, "decayed_sum": decayed_sum, "vtrace": vtrace,
+         "affine_scan": affine_scan}
