@@ -2,10 +2,10 @@
 gradient is a few elementwise terms of one adjoint g: for the backward scans whose beta holds only
 flags (GAE, TD(lambda) and discounted returns) g is the eligibility trace of u,
 g_t = u_t + gamma lambda (1 - d_{t-1}) g_{t-1}; for the forward ones (eligibility traces, prefix
-sums) the discounted return of u with beta one step later; V-trace's, of both its outputs, runs
-through its clipped ratios as any functions of the log-ratio. Flags are free symbols (soft flags
-included; the done flag d, which enters beta only, its own symbol), checked against the
-derivatives of the unrolled recurrence for T <= 4 (V-trace T <= 3)."""
+sums) the discounted return of u with beta one step later; V-trace's and Retrace's, of both
+their outputs, run through their clipped ratios as any functions of the ratio. Flags are free
+symbols (soft flags included; the done flag d, which enters beta only, its own symbol), checked
+against the derivatives of the unrolled recurrence for T <= 4 (V-trace and Retrace T <= 3)."""
 from __future__ import annotations
 
 from functools import partial
@@ -106,6 +106,55 @@ def _vtrace(last_value: bool) -> bool:
     return True
 
 
+def _retrace(textbook: bool) -> bool:
+    """D = backward(r + gamma (1 - tau) E - Q, gamma c_{t+1} (1 - d), 0), Q_ret = D + Q,
+    adv = rho (r + gamma (1 - tau) Q_ret_{t+1} - Q) with Q_ret_T = 0, E_t = sum_a w_t(a)
+    nq_t(a) (w: pi itself, or the next policy), ratio = pi_t(a_t) / mu_t (a_t = 0 here),
+    c = lambda cf(ratio), rho = rf(ratio) for any functions cf, rf (the code's clamps). With
+    keep = gamma (1 - tau), h = rho u_adv, U_t = u_ret_t + keep_{t-1} h_{t-1} and g the adjoint of
+    U: dr = g + h, dQ = U - g - h, dnq = keep g w, dw = keep g nq, and the ratio's gradient
+    rf'(ratio) u_adv bracket + lambda cf'(ratio) gamma (1 - d_{t-1}) g_{t-1} D_t reaches
+    pi_t(a_t) divided by mu_t and mu_t times -pi_t(a_t) / mu_t^2; two actions, T <= 3."""
+    rf, cf, z = sp.Function("rf"), sp.Function("cf"), sp.Symbol("z")
+    A = 2
+    for T in range(1, T_MAX):
+        r, Q, tau, d, mu, u, w_adv = _symbols(T, "r", "Q", "tau", "d", "mu", "u", "w")
+        pi = [[sp.Symbol(f"pi_{s}_{a}") for a in range(A)] for s in range(T)]
+        nq = [[sp.Symbol(f"nq_{s}_{a}") for a in range(A)] for s in range(T)]
+        weights = [[sp.Symbol(f"npi_{s}_{a}") for a in range(A)] for s in range(T)] \
+            if textbook else pi
+        ratio = [pi[s][0] / mu[s] for s in range(T)]
+        rho = [rf(x) for x in ratio]
+        c = [lam * cf(x) for x in ratio] + [0]
+        keep = [gamma * (1 - tau[s]) for s in range(T)]
+        expect = [sum(weights[s][a] * nq[s][a] for a in range(A)) for s in range(T)]
+        beta = [gamma * c[s + 1] * (1 - d[s]) for s in range(T)]
+        D = backward([r[s] + keep[s] * expect[s] - Q[s] for s in range(T)], beta, 0)
+        q_ret = [D[s] + Q[s] for s in range(T)] + [0]
+        bracket = [r[s] + keep[s] * q_ret[s + 1] - Q[s] for s in range(T)]
+        loss = sum(u[s] * q_ret[s] + w_adv[s] * rho[s] * bracket[s] for s in range(T))
+        h = [rho[s] * w_adv[s] for s in range(T)]
+        U = [u[s] + (keep[s - 1] * h[s - 1] if s else 0) for s in range(T)]
+        g = forward(U, [0, *beta[:-1]], 0)
+        d_ratio = [sp.diff(rf(z), z).subs(z, ratio[s]) * w_adv[s] * bracket[s]
+                   + (lam * sp.diff(cf(z), z).subs(z, ratio[s]) * gamma * (1 - d[s - 1])
+                      * g[s - 1] * D[s] if s else 0) for s in range(T)]
+        claimed = {r[s]: g[s] + h[s] for s in range(T)}
+        claimed |= {Q[s]: U[s] - g[s] - h[s] for s in range(T)}
+        claimed |= {nq[s][a]: keep[s] * g[s] * weights[s][a] for s in range(T) for a in range(A)}
+        claimed |= {mu[s]: -d_ratio[s] * pi[s][0] / mu[s] ** 2 for s in range(T)}
+        for s in range(T):
+            for a in range(A):
+                d_w = keep[s] * g[s] * nq[s][a]
+                d_pi = (d_ratio[s] / mu[s] if a == 0 else 0) + (0 if textbook else d_w)
+                claimed[pi[s][a]] = d_pi
+                if textbook:
+                    claimed[weights[s][a]] = d_w
+        if not _matches(loss, claimed):
+            return False
+    return True
+
+
 def _returns(with_values: bool) -> bool:
     """alpha_t = r_t + gamma (1 - lambda)(1 - d_t) n_t + gamma kappa_t b_t, beta_t = gamma lambda
     (1 - d_t), A_T = b_{T-1} (discounted returns: lambda = 1, no n): dr = g,
@@ -155,6 +204,11 @@ IDENTITIES = [
              "rho(x) and c(x); T <= 3"),
     Identity("closed_form.vtrace_last_value", partial(_vtrace, True),
              "V-trace with last_value: its gradient gamma (1 - tau)(p + q) at T-1; T <= 3"),
+    Identity("closed_form.retrace", partial(_retrace, False),
+             "Retrace, both outputs, same-row expectation: dr, dQ, dnq, dpi through E and the "
+             "taken ratio, dmu; T <= 3"),
+    Identity("closed_form.retrace_next_policy", partial(_retrace, True),
+             "Retrace with the next policy's expectation: its weights' gradient keep g nq"),
     Identity("closed_form.lambda_returns", partial(_returns, True),
              "TD(lambda): dr = g, dn = gamma (1 - lambda)(1 - d) g, db with the carry's term"),
     Identity("closed_form.discounted_returns", partial(_returns, False),

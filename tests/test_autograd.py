@@ -110,7 +110,7 @@ def test_compile_with_gradients():
     assert_close("compiled grad", r.grad, want[0].double(), 1e-5)
 
 
-CLOSED_KERNELS = {"gae", "vtrace", "returns", "decayed_sum"}
+CLOSED_KERNELS = {"gae", "vtrace", "retrace", "returns", "decayed_sum"}
 CLOSED_FORM = [e for e in ESTIMATORS if e.kernel in CLOSED_KERNELS]
 CLOSED_CASES = [(layout, flags, T) for layout in LAYOUTS for flags, T in (
     (torch.bool, 1), (torch.float32, 9))]
@@ -153,7 +153,7 @@ def test_closed_form_gradients(est, layout, flags, T, backend, monkeypatch):
         d["trunc"] = (torch.rand(3, T, generator=g, dtype=torch.float64) * 0.5).to(d["r"].device)
     keys = [k for k in GRAD_KEYS if d.get(k) is not None]
     weights = [torch.randn(3, T, dtype=torch.float64, device=d["r"].device)
-               for _ in range(2 if est.kernel == "vtrace" else 1)]
+               for _ in range(2 if est.kernel in ("vtrace", "retrace") else 1)]
     taken = _spy_closed_form(monkeypatch)
     got = _grads(P, est, d, layout, keys, weights)
     assert taken and taken[-1] is not None, "the closed form was not taken"
@@ -273,3 +273,38 @@ def test_vtrace_closed_form_at_the_clips(backend, monkeypatch):
     for name, x, y in zip(("dlpt", "dlpb", "dV"), got, grads()):
         assert_close(name, x, y, 1e-12)
     assert float(got[0].abs().max()) > 0  # the clips pass the gradient
+
+
+def test_retrace_closed_form_at_the_clips(backend, monkeypatch):
+    """Ratios exactly at c_bar and rho_bar (the taken action's probability equal to the
+    behaviour's, both clips 1), textbook and same-row expectations: the closed form equals the
+    general rule, and every per-action tensor gets its gradient."""
+    from paper_repro.kernels import adjoints
+
+    dev = device_of(backend)
+    d = make_inputs(3, 9, dtype=torch.float64, device=dev)
+    d["mu"] = d["pi"].gather(-1, d["act"].unsqueeze(-1)).squeeze(-1).clone()
+    keys = ["pi", "mu", "v", "nq", "r", "npi"]
+    w = [torch.randn(3, 9, dtype=torch.float64, device=dev) for _ in range(2)]
+
+    def grads(textbook):
+        xs = {k: d[k].clone().requires_grad_() for k in keys}
+        q_ret, adv = P.compute_retrace(
+            xs["pi"], xs["mu"], xs["v"], xs["nq"], d["act"], xs["r"], d["term"], d["trunc"], 0.9,
+            0.8, 1.0, 1.0, next_action_probs_target=xs["npi"] if textbook else None)
+        return torch.autograd.grad((q_ret * w[0]).sum() + (adv * w[1]).sum(),
+                                   [xs[k] for k in keys], allow_unused=True)
+
+    for textbook in (False, True):
+        taken = _spy_closed_form(monkeypatch)
+        got = grads(textbook)
+        assert taken[-1] is not None
+        monkeypatch.setattr(adjoints, "ENABLED", False)
+        want = grads(textbook)
+        monkeypatch.setattr(adjoints, "ENABLED", True)
+        for k, a, b in zip(keys, got, want):
+            if k == "npi" and not textbook:
+                assert a is None and b is None
+                continue
+            assert_close(f"d{k}", a, b, 1e-12)
+            assert float(a.abs().max()) > 0, k

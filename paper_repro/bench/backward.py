@@ -1,5 +1,5 @@
-"""The backward pass of the estimators with a closed-form gradient (``kernels/adjoints.py``):
-its rule against the general one (the chain through ``coefficients.py``), in one process.
+"""The backward pass of the seven estimators: their closed-form gradients (``kernels/adjoints.py``)
+against the general rule (the chain through ``coefficients.py``), in one process.
 
 ``python -m paper_repro.bench.backward [--out FILE] [--shapes 4096x128,...] [--dtypes fp32,bf16]
 [--layouts NT,TN] [--rounds 2]``
@@ -21,8 +21,8 @@ import torch
 from paper_repro.bench.results import stream_csv
 from paper_repro.bench.roofline import floor_ms
 
-ALGORITHMS = ("gae", "vtrace", "lambda_returns", "discounted_returns", "eligibility_traces",
-              "prefix_sum")
+ALGORITHMS = ("gae", "vtrace", "retrace", "lambda_returns", "discounted_returns",
+              "eligibility_traces", "prefix_sum")
 SHAPES = [(4096, 128), (16384, 64), (512, 4096), (64, 131072), (32768, 32)]
 NOT_DIFFERENTIATED = ("terminated", "truncated", "dones", "actions")
 ARMS = ("closed", "general")

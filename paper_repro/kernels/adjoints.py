@@ -1,15 +1,14 @@
-"""Closed-form gradients of GAE, V-trace, TD(lambda) and discounted returns, eligibility traces,
-episodic prefix sums and the bare engine (proofs/closed_form.py, ``closed_form.*``).
+"""Closed-form gradients of the seven estimators and the bare engine (proofs/closed_form.py).
 
 Where beta holds only flags and scalars, the adjoint of the scan is itself one of the engine's
 estimators: a backward scan's, ``g_t = u_t + beta_{t-1} g_{t-1}``, is an eligibility trace of
 the upstream gradient ``u``; a forward scan's, ``g_t = u_t + beta_{t+1} g_{t+1}``, a discounted
 return. Each input's gradient is then a few elementwise ops on ``g``, where the general rule
 (``autograd._backward``, the chain through ``coefficients.py`` by ``torch.func.vjp``) takes
-10-28 torch ops and most of the backward's host time. V-trace's beta holds the clipped ratios,
-so its adjoint is the engine's scan of ``u`` with beta one step on (``autograd.scan_adjoint``).
-A flag that needs its gradient (a predicted continuation given as a float flag) and Retrace
-take the general rule.
+10-28 torch ops and most of the backward's host time. V-trace's beta holds its clipped ratios
+and Retrace's its traces, so their adjoints are the engine's scan of ``u`` with beta one step on
+(``autograd.scan_adjoint``). A flag that needs its gradient (a predicted continuation given as a
+float flag) takes the general rule.
 
 Each rule takes ``[B, T]`` rows (per-row inputs as ``[B]``), the upstream gradients and the op's
 outputs as rows in the accumulation dtype, the op's scalars and the names of the inputs whose
@@ -26,7 +25,7 @@ from paper_repro.kernels.eligibility_traces import _decayed_sum
 from paper_repro.kernels.lambda_returns import _returns
 
 ENABLED = True  # False: every op takes the general rule (tests and the backward benchmark)
-FLAGS = {"terminateds", "truncateds", "dones"}
+FLAGS = {"terminateds", "truncateds", "dones", "actions"}
 
 
 def _done(term, trunc, acc):
@@ -185,6 +184,58 @@ def vtrace(rows, grads, outs, s, wanted):
     return got
 
 
+def retrace(rows, grads, outs, s, wanted):
+    """``D = scan(r + gamma (1 - term) E - Q, gamma c_{t+1} (1 - done))``, ``Q_ret = D + Q``,
+    ``adv = rho (r + gamma (1 - term) Q_ret_{t+1} - Q)``, ``E = sum_a w(a) nq(a)``,
+    ``c = lambda min(ratio, c_bar)``, ``rho = min(ratio, rho_bar)``, ``ratio = pi(a_t) / mu``.
+    With ``h = rho u_adv``, ``U = u_ret + gamma (1 - term) h`` one step on and ``g`` the adjoint
+    of ``U``: ``dr = g + h``, ``dQ = U - g - h``, ``dE = gamma (1 - term) g`` spread over the
+    actions, and the ratio's gradient from ``c`` one step on and ``rho``, to the taken
+    action's probability and to ``mu``."""
+    from paper_repro.kernels.autograd import scan_adjoint
+
+    if wanted & FLAGS:
+        return None
+    u_ret, u_adv = grads
+    q_ret = outs[0]
+    acc, gamma, lam = u_ret.dtype, s["gamma"], s["lambda_"]
+    term, trunc = rows["terminateds"], rows["truncateds"]
+    pi, mu = rows["action_probs_target"], rows["action_probs_behavior"].to(acc)
+    nq, npi = rows["next_q_values_all"], rows["next_action_probs_target"]
+    q, r = rows["q_values"].to(acc), rows["rewards"].to(acc)
+    taken = rows["actions"].long().unsqueeze(-1)
+    p = pi.gather(-1, taken).squeeze(-1).to(acc)
+    ratio = p / mu
+    keep = gamma * _keep(term, acc)
+    h = torch.clamp(ratio, max=s["rho_bar"]) * u_adv
+    U = u_ret.clone()
+    U[:, 1:] += keep[:, :-1] * h[:, :-1]
+    stays = _keep(_done(term, trunc, acc), acc)
+    c_next = torch.zeros_like(ratio)
+    c_next[:, :-1] = lam * torch.clamp(ratio[:, 1:], max=s["c_bar"])
+    g, d_beta, _ = scan_adjoint(U, gamma * c_next * stays, q_ret - q, torch.zeros_like(r[:, 0]),
+                                True)
+    got = {"rewards": g + h, "q_values": U - g - h}
+    d_expect = (keep * g).unsqueeze(-1)
+    weights = pi if npi is None else npi
+    if "next_q_values_all" in wanted:
+        got["next_q_values_all"] = d_expect * weights.to(acc)
+    d_weights = d_expect * nq.to(acc)
+    if npi is not None:
+        got["next_action_probs_target"] = d_weights
+    if wanted & {"action_probs_target", "action_probs_behavior"}:
+        q_ret_next = torch.zeros_like(q_ret)
+        q_ret_next[:, :-1] = q_ret[:, 1:]
+        d_ratio = torch.where(ratio <= s["rho_bar"], u_adv * (r + keep * q_ret_next - q), 0.0)
+        d_c = torch.zeros_like(ratio)
+        d_c[:, 1:] = lam * gamma * (d_beta * stays)[:, :-1]
+        d_ratio += torch.where(ratio <= s["c_bar"], d_c, 0.0)
+        d_pi = d_weights if npi is None else torch.zeros_like(d_weights)
+        got["action_probs_target"] = d_pi.scatter_add(-1, taken, (d_ratio / mu).unsqueeze(-1))
+        got["action_probs_behavior"] = -d_ratio * p / (mu * mu)
+    return got
+
+
 def affine_scan(rows, grads, outs, s, wanted):
     """``A = scan(alpha, beta, initial)``: ``(d alpha, d beta, d initial)`` of the adjoint."""
     from paper_repro.kernels.autograd import scan_adjoint
@@ -197,4 +248,4 @@ def affine_scan(rows, grads, outs, s, wanted):
 
 
 RULES = {"gae": gae, "returns": returns, "decayed_sum": decayed_sum, "vtrace": vtrace,
-         "affine_scan": affine_scan}
+         "retrace": retrace, "affine_scan": affine_scan}

@@ -234,6 +234,8 @@ def _closed_form(spec, tensors, outs, grads, needs, scalar_values, time_dim):
             out.append(None)
         elif name in spec.per_row:
             out.append(got[name].reshape(x.shape))
+        elif name in spec.per_action:  # [B, T, A] back to x's layout (L.action_rows)
+            out.append(got[name].reshape(x.movedim(f.axis, -2).shape).movedim(-2, f.axis))
         else:
             out.append(L.from_rows(got[name], x, f.axis))
     return out
