@@ -419,6 +419,25 @@ def test_targets_from_data():
     assert len(recorded) == 15 and set(recorded.met) <= {"yes", "no", "not recorded"}
 
 
+def test_bandwidth_targets_show_a_copy_of_the_worst_cells_size():
+    """With the recorded plain copies, the bandwidth rows say what a copy of the size nearest
+    their worst cell's reached, warm and from DRAM; without them, nothing is added."""
+    from paper_repro.bench import targets as TG
+
+    rows = [dict(suite="roofline", algorithm="gae", implementation="ours", num_envs=512,
+                 seq_len=4096, variant="plain", dtype="fp32", layout="NT", metric=m, value=v,
+                 unit="%", status="ok") for m, v in (("pct_roofline", 70.0),
+                                                      ("pct_roofline_cold", 60.0))]
+    copies = pd.DataFrame(dict(mbytes=[16.0, 33.5, 67.0], pct_ceiling=[107.7, 132.8, 90.4],
+                               pct_ceiling_cold=[66.0, 77.9, 87.3]))
+    warm = TG.bandwidth_large(pd.DataFrame(rows), copies=copies)  # GAE 512x4096: 33.6 MB
+    cold = TG.bandwidth_large(pd.DataFrame(rows), True, copies)
+    assert warm["measured"].endswith("; a plain copy of 33.5 MB: 133 %")
+    assert cold["measured"].endswith("; a plain copy of 33.5 MB from DRAM: 78 %")
+    assert "copy" not in TG.bandwidth_large(pd.DataFrame(rows))["measured"]
+    assert TG.copy_at(None, 1e6) is None
+
+
 @pytest.mark.parametrize("rl_triton_ms, met", [(0.030, "yes"), (0.010, "no")])
 def test_full_call_against_peers_per_suite(rl_triton_ms, met):
     """PufferLib over its study's cells and rl-triton in each suite, against ours in the same
@@ -581,7 +600,7 @@ def test_targets_markdown(tmp_path, monkeypatch):
     assert [r.rsplit("|", 2)[1].strip() for r in rows] == list(table.met)
     assert f"{(table.met == 'yes').sum()} of 15 met" in path.read_text()
     piped = pd.DataFrame([dict(target="a | b", measured="c", met="no")])
-    monkeypatch.setattr(targets, "targets_table", lambda frame: piped)
+    monkeypatch.setattr(targets, "targets_table", lambda frame, copies=None: piped)
     assert "| a \\| b | c | no |" in targets.targets_markdown(None)
 
 
