@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import torch
 
+from paper_repro.coefficients import window_next
 from paper_repro.kernels.affine_scan import scan_rows
+from paper_repro.kernels.autograd import scan_adjoint
 from paper_repro.kernels.eligibility_traces import _decayed_sum
 from paper_repro.kernels.lambda_returns import _returns
 
@@ -118,16 +120,6 @@ def decayed_sum(rows, grads, outs, s, wanted):
     return got
 
 
-def _next(x, trunc, boot, window, acc):
-    """``(1 - trunc_t) x_{t+1} + trunc_t b_t`` (t < T-1), ``window`` at T-1 (``C.window_next``)."""
-    out = torch.empty_like(x)
-    out[:, :-1] = x[:, 1:] if trunc is None else _keep(trunc[:, :-1], acc) * x[:, 1:]
-    if trunc is not None and boot is not None:
-        out[:, :-1] += trunc[:, :-1].to(acc) * boot[:, :-1].to(acc)
-    out[:, -1] = window
-    return out
-
-
 def vtrace(rows, grads, outs, s, wanted):
     """``D = scan(rho (r + gamma (1 - term) nu - V), gamma lambda c (1 - done))``, ``vs = D + V``,
     ``pg = rho (r + gamma (1 - term) eta - V)`` with ``eta`` the next ``vs`` as ``nu`` is the next
@@ -136,8 +128,6 @@ def vtrace(rows, grads, outs, s, wanted):
     ``p = rho g`` and ``q = rho u_pg``: ``dr = p + q``,
     ``dV = U - p - q + gamma (1 - term)(1 - trunc) p`` one step on, ``db``/``dW`` from
     ``gamma (1 - term)(p + q)``, ``dx = e^x (d rho [e^x <= rho_bar] + d c [e^x <= c_bar])``."""
-    from paper_repro.kernels.autograd import scan_adjoint
-
     if wanted & FLAGS:
         return None
     u_vs, u_pg = grads
@@ -174,8 +164,10 @@ def vtrace(rows, grads, outs, s, wanted):
     if "last_value" in wanted:
         got["last_value"] = at_end[:, -1]
     if wanted & {"log_pi_target", "log_pi_behavior"}:
-        bracket = r + keep * _next(v, trunc, boot, window, acc) - v
-        bracket_pg = r + keep * _next(vs, trunc, boot, window, acc) - v
+        cut = torch.zeros_like(v) if trunc is None else trunc.to(acc)
+        b = None if boot is None else boot.to(acc)
+        bracket = r + keep * window_next(v, cut, b, window) - v
+        bracket_pg = r + keep * window_next(vs, cut, b, window) - v
         d_rho = g * bracket + u_pg * bracket_pg
         d_c = d_beta * gamma * s["lambda_"] * _keep(_done(term, trunc, acc), acc)
         dx = ratio * (torch.where(ratio <= s["rho_bar"], d_rho, 0.0) +
@@ -192,8 +184,6 @@ def retrace(rows, grads, outs, s, wanted):
     of ``U``: ``dr = g + h``, ``dQ = U - g - h``, ``dE = gamma (1 - term) g`` spread over the
     actions, and the ratio's gradient from ``c`` one step on and ``rho``, to the taken
     action's probability and to ``mu``."""
-    from paper_repro.kernels.autograd import scan_adjoint
-
     if wanted & FLAGS:
         return None
     u_ret, u_adv = grads
@@ -238,8 +228,6 @@ def retrace(rows, grads, outs, s, wanted):
 
 def affine_scan(rows, grads, outs, s, wanted):
     """``A = scan(alpha, beta, initial)``: ``(d alpha, d beta, d initial)`` of the adjoint."""
-    from paper_repro.kernels.autograd import scan_adjoint
-
     u, initial = grads[0], rows["initial"]
     carry = u.new_zeros(u.shape[0]) if initial is None else initial.to(u.dtype)
     d_alpha, d_beta, d_initial = scan_adjoint(u, rows["beta"].to(u.dtype), outs[0], carry,
