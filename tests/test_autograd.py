@@ -308,3 +308,24 @@ def test_retrace_closed_form_at_the_clips(backend, monkeypatch):
                 continue
             assert_close(f"d{k}", a, b, 1e-12)
             assert float(a.abs().max()) > 0, k
+
+
+@pytest.mark.parametrize("layout", [LAYOUTS[0], LAYOUTS[1]], ids=lambda x: x.name)
+def test_vtrace_gradients_fused_where_kernels_run(layout, backend, monkeypatch):
+    """Where the kernels run, V-trace's closed form is two fused kernels around the scan
+    (``vtrace_grad``), rows longer than one of their blocks included; the torch path keeps the
+    torch ops. Both give the general rule's gradients."""
+    from paper_repro.kernels import adjoints, vtrace_grad
+
+    calls, fused = [], vtrace_grad.gradients
+    monkeypatch.setattr(vtrace_grad, "gradients", lambda *a: calls.append(1) or fused(*a))
+    est = next(e for e in ESTIMATORS if e.name == "vtrace_clip_lambda_last_value")
+    T = vtrace_grad.BLOCK + 6
+    d = make_inputs(2, T, dtype=torch.float64, device=device_of(backend))
+    keys = ["r", "v", "lpt", "lpb", "last"]
+    weights = [torch.randn(2, T, dtype=torch.float64, device=d["r"].device) for _ in range(2)]
+    got = _grads(P, est, d, layout, keys, weights)
+    assert bool(calls) == (backend != "torch")
+    monkeypatch.setattr(adjoints, "ENABLED", False)
+    for k, a, b in zip(keys, got, _grads(P, est, d, layout, keys, weights)):
+        assert_close(f"d{k}", a, b, 1e-12)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import torch
 
 from paper_repro.coefficients import window_next
+from paper_repro.kernels import _launch as L
+from paper_repro.kernels import vtrace_grad
 from paper_repro.kernels.affine_scan import scan_rows
 from paper_repro.kernels.autograd import scan_adjoint
 from paper_repro.kernels.eligibility_traces import _decayed_sum
@@ -132,6 +134,8 @@ def vtrace(rows, grads, outs, s, wanted):
         return None
     u_vs, u_pg = grads
     vs = outs[0]
+    if L.use_triton(u_vs):
+        return vtrace_grad.gradients(rows, u_vs, u_pg, vs, s)
     acc, gamma = u_vs.dtype, s["gamma"]
     term, trunc = rows["terminateds"], rows["truncateds"]
     boot, last = rows["bootstrap_values"], rows["last_value"]

@@ -1,0 +1,151 @@
+"""V-trace's closed-form gradients (``adjoints.vtrace``) in two fused Triton kernels around the
+engine's scan: one writes the adjoint's input ``U`` and its beta one step on, the other every
+input's gradient from the adjoint ``g``. Each reads its step's inputs and its neighbours' (one
+step earlier or later) in one pass, where the same formulas in torch ops take some 55 launches.
+Rows are ``[B, T]``: the per-step inputs in their common strides, the work tensors contiguous.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from paper_repro.kernels import _launch as L
+from paper_repro.kernels.affine_scan import TL_ACC, scan_rows
+
+BLOCK = 1024
+
+
+@triton.jit
+def _scalar(hi, lo, ACC: tl.constexpr):
+    return tl.cast(hi, ACC) + tl.cast(lo, ACC)
+
+
+@triton.jit
+def _step(lpt_ptr, lpb_ptr, term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.constexpr,
+          ACC: tl.constexpr):
+    """(ratio, term, trunc) of the steps at ``offs``; masked steps read ratio 1, no flags."""
+    x = tl.load(lpt_ptr + offs, mask=mask, other=0.0).to(ACC) - \
+        tl.load(lpb_ptr + offs, mask=mask, other=0.0).to(ACC)
+    term = tl.load(term_ptr + offs, mask=mask, other=0).to(ACC)
+    trunc = tl.zeros_like(term)
+    if HAS_TRUNC:
+        trunc = tl.load(trunc_ptr + offs, mask=mask, other=0).to(ACC)
+    return tl.exp(x), term, trunc
+
+
+@triton.jit
+def vtrace_adjoint_inputs_kernel(u_vs_ptr, u_pg_ptr, lpt_ptr, lpb_ptr, term_ptr, trunc_ptr,
+                                 U_ptr, beta_ptr, T, stride_b, stride_t, gamma, gamma_lo, gl,
+                                 gl_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo,
+                                 HAS_TRUNC: tl.constexpr, ACC: tl.constexpr,
+                                 BLOCK_T: tl.constexpr):
+    """``U_t = u_vs_t + on_{t-1} rho_{t-1} u_pg_{t-1}`` and ``beta_{t-1}`` (0 at t = 0), with
+    ``on = gamma (1 - term)(1 - trunc)`` and ``beta = gamma lambda c (1 - min(term + trunc, 1))``:
+    the forward scan ``g_t = U_t + beta_{t-1} g_{t-1}`` is V-trace's adjoint."""
+    b = tl.program_id(0)
+    t = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
+    here, before = t < T, (t < T) & (t >= 1)
+    work = b * T + t
+    prev = b * stride_b + (t - 1) * stride_t
+    ratio, term, trunc = _step(lpt_ptr, lpb_ptr, term_ptr, trunc_ptr, prev, before, HAS_TRUNC,
+                               ACC)
+    g = _scalar(gamma, gamma_lo, ACC)
+    rho = tl.minimum(ratio, _scalar(rho_bar, rho_bar_lo, ACC))
+    c = tl.minimum(ratio, _scalar(c_bar, c_bar_lo, ACC))
+    u_pg = tl.load(u_pg_ptr + work - 1, mask=before, other=0.0).to(ACC)
+    U = tl.load(u_vs_ptr + work, mask=here, other=0.0).to(ACC) + \
+        g * (1.0 - term) * (1.0 - trunc) * rho * u_pg
+    beta = _scalar(gl, gl_lo, ACC) * c * (1.0 - tl.minimum(term + trunc, 1.0))
+    tl.store(U_ptr + work, U, mask=here)
+    tl.store(beta_ptr + work, tl.where(before, beta, 0.0), mask=here)
+
+
+@triton.jit
+def vtrace_input_grads_kernel(g_ptr, U_ptr, u_pg_ptr, vs_ptr, lpt_ptr, lpb_ptr, v_ptr, r_ptr,
+                              term_ptr, trunc_ptr, boot_ptr, window_ptr, dr_ptr, dv_ptr, dx_ptr,
+                              db_ptr, dw_ptr, T, stride_b, stride_t, gamma, gamma_lo, gl, gl_lo,
+                              rho_bar, rho_bar_lo, c_bar, c_bar_lo, HAS_TRUNC: tl.constexpr,
+                              HAS_BOOT: tl.constexpr, WINDOW_FROM_BOOT: tl.constexpr,
+                              ACC: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Every input's gradient from the adjoint ``g`` (``adjoints.vtrace``): ``dr = p + q``,
+    ``dV = U - p - q + on_{t-1} p_{t-1}``, ``dx`` of the log-ratio through rho and c, ``db`` at
+    truncations (and T-1 where the window value is ``b_{T-1}``), ``dW`` the window value's, with
+    ``p = rho g``, ``q = rho u_pg``."""
+    b = tl.program_id(0)
+    t = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
+    here, before, after = t < T, (t < T) & (t >= 1), t + 1 < T
+    last = t == T - 1
+    work = b * T + t
+    offs = b * stride_b + t * stride_t
+    g = _scalar(gamma, gamma_lo, ACC)
+    rho_max, c_max = _scalar(rho_bar, rho_bar_lo, ACC), _scalar(c_bar, c_bar_lo, ACC)
+    ratio, term, trunc = _step(lpt_ptr, lpb_ptr, term_ptr, trunc_ptr, offs, here, HAS_TRUNC, ACC)
+    ratio_p, term_p, trunc_p = _step(lpt_ptr, lpb_ptr, term_ptr, trunc_ptr, offs - stride_t,
+                                     before, HAS_TRUNC, ACC)
+    adj = tl.load(g_ptr + work, mask=here, other=0.0).to(ACC)
+    adj_p = tl.load(g_ptr + work - 1, mask=before, other=0.0).to(ACC)
+    u_pg = tl.load(u_pg_ptr + work, mask=here, other=0.0).to(ACC)
+    v = tl.load(v_ptr + offs, mask=here, other=0.0).to(ACC)
+    v_n = tl.load(v_ptr + offs + stride_t, mask=after, other=0.0).to(ACC)
+    vs_n = tl.load(vs_ptr + work + 1, mask=after, other=0.0).to(ACC)
+    r = tl.load(r_ptr + offs, mask=here, other=0.0).to(ACC)
+    keep = g * (1.0 - term)
+    p = tl.minimum(ratio, rho_max) * adj
+    pq = p + tl.minimum(ratio, rho_max) * u_pg
+    on_p = g * (1.0 - term_p) * (1.0 - trunc_p)
+    dv = tl.load(U_ptr + work, mask=here, other=0.0).to(ACC) - pq + \
+        on_p * tl.minimum(ratio_p, rho_max) * adj_p
+    window = tl.load(window_ptr + b).to(ACC)
+    boot = tl.zeros_like(v)
+    if HAS_BOOT:
+        boot = tl.load(boot_ptr + offs, mask=here & ((trunc != 0) | last), other=0.0).to(ACC)
+    nu = tl.where(last, window, (1.0 - trunc) * v_n + trunc * boot)
+    eta = tl.where(last, window, (1.0 - trunc) * vs_n + trunc * boot)
+    d_rho = adj * (r + keep * nu - v) + u_pg * (r + keep * eta - v)
+    d_c = adj * (vs_n - v_n) * _scalar(gl, gl_lo, ACC) * (1.0 - tl.minimum(term + trunc, 1.0))
+    dx = ratio * (tl.where(ratio <= rho_max, d_rho, 0.0) + tl.where(ratio <= c_max, d_c, 0.0))
+    tl.store(dr_ptr + work, pq, mask=here)
+    tl.store(dv_ptr + work, dv, mask=here)
+    tl.store(dx_ptr + work, dx, mask=here)
+    at_end = keep * pq
+    if HAS_BOOT:
+        end = at_end if WINDOW_FROM_BOOT else tl.zeros_like(at_end)
+        tl.store(db_ptr + work, tl.where(last, end, trunc * at_end), mask=here)
+    tl.store(dw_ptr + b + t * 0, at_end, mask=last)
+
+
+def gradients(rows, u_vs, u_pg, vs, s):
+    """``{name: gradient}`` of V-trace's inputs (``[B, T]`` rows of ``L.rows_of``, ``[B]`` for
+    the last value) from the upstream gradients ``u_vs``, ``u_pg`` and the output ``vs`` (rows,
+    accumulation dtype): two launches and the engine's scan."""
+    acc = u_vs.dtype
+    B, T = u_vs.shape
+    lpt, lpb, v, r, term = (rows[k] for k in ("log_pi_target", "log_pi_behavior", "values",
+                                              "rewards", "terminateds"))
+    trunc, boot, last = rows["truncateds"], rows["bootstrap_values"], rows["last_value"]
+    stride = r.stride()  # the per-step rows share it (L.rows_of)
+    u_vs, u_pg, vs = (x.contiguous() for x in (u_vs, u_pg, vs))
+    scalars = L.scalar_pairs(s["gamma"], s["gamma"] * s["lambda_"], s["rho_bar"], s["c_bar"])
+    flags = dict(HAS_TRUNC=trunc is not None, ACC=TL_ACC[acc], BLOCK_T=BLOCK)
+    grid = (B, triton.cdiv(T, BLOCK))
+    U, beta = torch.empty_like(u_vs), torch.empty_like(u_vs)
+    vtrace_adjoint_inputs_kernel[grid](u_vs, u_pg, lpt, lpb, term,
+                                       term if trunc is None else trunc, U, beta, T, *stride,
+                                       *scalars, **flags)
+    g = scan_rows(U, beta, None, False, torch.empty_like(U))
+    window = last.to(acc) if last is not None else boot[:, -1].to(acc) if boot is not None \
+        else torch.zeros(B, dtype=acc, device=U.device)
+    dr, dv, dx = (torch.empty_like(U) for _ in range(3))
+    db, dw = torch.empty_like(U) if boot is not None else dr, torch.empty(B, dtype=acc,
+                                                                         device=U.device)
+    vtrace_input_grads_kernel[grid](g, U, u_pg, vs, lpt, lpb, v, r, term,
+                                    term if trunc is None else trunc,
+                                    v if boot is None else boot, window.contiguous(), dr, dv, dx,
+                                    db, dw, T, *stride, *scalars, HAS_BOOT=boot is not None,
+                                    WINDOW_FROM_BOOT=last is None, **flags)
+    got = {"rewards": dr, "values": dv, "log_pi_target": dx, "log_pi_behavior": -dx,
+           "last_value": dw}
+    if boot is not None:
+        got["bootstrap_values"] = db
+    return got
