@@ -2,7 +2,7 @@
 against the general rule (the chain through ``coefficients.py``), in one process.
 
 ``python -m paper_repro.bench.backward [--out FILE] [--shapes 4096x128,...] [--dtypes fp32,bf16]
-[--layouts NT,TN] [--rounds 2]``
+[--layouts NT,TN] [--algorithms gae,...] [--rounds 2]``
 
 Per estimator, shape, dtype, layout and arm: the kernels one backward launches and their
 device time (profiler), the wall time of a synchronised backward, its minimal traffic (the
@@ -81,10 +81,10 @@ def _timed(call, device: str):
     return timing.launches, 1e3 * timing.ms, wall
 
 
-def rows(shapes, dtypes, layouts, rounds, device):
+def rows(shapes, dtypes, layouts, rounds, device, algorithms=ALGORITHMS):
     from paper_repro.bench.inputs import make_case
 
-    for algorithm in ALGORITHMS:
+    for algorithm in algorithms:
         for N, T in shapes:
             for dtype in dtypes:
                 for layout in layouts:
@@ -114,12 +114,13 @@ def main(argv=None):
     p.add_argument("--shapes", default=",".join(f"{n}x{t}" for n, t in SHAPES))
     p.add_argument("--dtypes", default="fp32,bf16")
     p.add_argument("--layouts", default="NT,TN")
+    p.add_argument("--algorithms", default=",".join(ALGORITHMS))
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args(argv)
     shapes = [tuple(int(x) for x in s.lower().split("x")) for s in args.shapes.split(",")]
     device = "cuda" if torch.cuda.is_available() else "cpu"
     stream_csv(args.out, COLUMNS, rows(shapes, args.dtypes.split(","), args.layouts.split(","),
-                                       args.rounds, device))
+                                       args.rounds, device, args.algorithms.split(",")))
 
 
 if __name__ == "__main__":
