@@ -320,7 +320,7 @@ def test_vtrace_gradients_fused_where_kernels_run(layout, backend, monkeypatch):
     calls, fused = [], vtrace_grad.gradients
     monkeypatch.setattr(vtrace_grad, "gradients", lambda *a: calls.append(1) or fused(*a))
     est = next(e for e in ESTIMATORS if e.name == "vtrace_clip_lambda_last_value")
-    T = vtrace_grad.BLOCK + 6
+    T = vtrace_grad.BLOCK + 6  # rows across blocks
     d = make_inputs(2, T, dtype=torch.float64, device=device_of(backend))
     keys = ["r", "v", "lpt", "lpb", "last"]
     weights = [torch.randn(2, T, dtype=torch.float64, device=d["r"].device) for _ in range(2)]

@@ -22,6 +22,18 @@ def _scalar(hi, lo, ACC: tl.constexpr):
 
 
 @triton.jit
+def _steps(B, T, TIME_MAJOR: tl.constexpr, BLOCK: tl.constexpr):
+    """(row, step, in range) of this program's BLOCK elements, taken in the work tensors'
+    memory order (time-major: rows fastest) so that every load is coalesced."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if TIME_MAJOR:
+        b, t = i % B, i // B
+    else:
+        b, t = i // T, i % T
+    return b, t, i < B * T
+
+
+@triton.jit
 def _step(lpt_ptr, lpb_ptr, term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.constexpr,
           ACC: tl.constexpr):
     """(ratio, term, trunc) of the steps at ``offs``; masked steps read ratio 1, no flags."""
@@ -36,24 +48,23 @@ def _step(lpt_ptr, lpb_ptr, term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.const
 
 @triton.jit
 def vtrace_adjoint_inputs_kernel(u_vs_ptr, u_pg_ptr, lpt_ptr, lpb_ptr, term_ptr, trunc_ptr,
-                                 U_ptr, beta_ptr, T, stride_b, stride_t, gamma, gamma_lo, gl,
-                                 gl_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo,
-                                 HAS_TRUNC: tl.constexpr, ACC: tl.constexpr,
-                                 BLOCK_T: tl.constexpr):
+                                 U_ptr, beta_ptr, B, T, stride_b, stride_t, work_b, work_t, gamma,
+                                 gamma_lo, gl, gl_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo,
+                                 HAS_TRUNC: tl.constexpr, TIME_MAJOR: tl.constexpr,
+                                 ACC: tl.constexpr, BLOCK: tl.constexpr):
     """``U_t = u_vs_t + on_{t-1} rho_{t-1} u_pg_{t-1}`` and ``beta_{t-1}`` (0 at t = 0), with
     ``on = gamma (1 - term)(1 - trunc)`` and ``beta = gamma lambda c (1 - min(term + trunc, 1))``:
     the forward scan ``g_t = U_t + beta_{t-1} g_{t-1}`` is V-trace's adjoint."""
-    b = tl.program_id(0)
-    t = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
-    here, before = t < T, (t < T) & (t >= 1)
-    work = b * T + t
+    b, t, here = _steps(B, T, TIME_MAJOR, BLOCK)
+    before = here & (t >= 1)
+    work = b * work_b + t * work_t
     prev = b * stride_b + (t - 1) * stride_t
     ratio, term, trunc = _step(lpt_ptr, lpb_ptr, term_ptr, trunc_ptr, prev, before, HAS_TRUNC,
                                ACC)
     g = _scalar(gamma, gamma_lo, ACC)
     rho = tl.minimum(ratio, _scalar(rho_bar, rho_bar_lo, ACC))
     c = tl.minimum(ratio, _scalar(c_bar, c_bar_lo, ACC))
-    u_pg = tl.load(u_pg_ptr + work - 1, mask=before, other=0.0).to(ACC)
+    u_pg = tl.load(u_pg_ptr + work - work_t, mask=before, other=0.0).to(ACC)
     U = tl.load(u_vs_ptr + work, mask=here, other=0.0).to(ACC) + \
         g * (1.0 - term) * (1.0 - trunc) * rho * u_pg
     beta = _scalar(gl, gl_lo, ACC) * c * (1.0 - tl.minimum(term + trunc, 1.0))
@@ -64,19 +75,19 @@ def vtrace_adjoint_inputs_kernel(u_vs_ptr, u_pg_ptr, lpt_ptr, lpb_ptr, term_ptr,
 @triton.jit
 def vtrace_input_grads_kernel(g_ptr, U_ptr, u_pg_ptr, vs_ptr, lpt_ptr, lpb_ptr, v_ptr, r_ptr,
                               term_ptr, trunc_ptr, boot_ptr, window_ptr, dr_ptr, dv_ptr, dx_ptr,
-                              db_ptr, dw_ptr, T, stride_b, stride_t, gamma, gamma_lo, gl, gl_lo,
-                              rho_bar, rho_bar_lo, c_bar, c_bar_lo, HAS_TRUNC: tl.constexpr,
-                              HAS_BOOT: tl.constexpr, WINDOW_FROM_BOOT: tl.constexpr,
-                              ACC: tl.constexpr, BLOCK_T: tl.constexpr):
+                              db_ptr, dw_ptr, B, T, stride_b, stride_t, work_b, work_t, gamma,
+                              gamma_lo, gl, gl_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo,
+                              HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr,
+                              WINDOW_FROM_BOOT: tl.constexpr, TIME_MAJOR: tl.constexpr,
+                              ACC: tl.constexpr, BLOCK: tl.constexpr):
     """Every input's gradient from the adjoint ``g`` (``adjoints.vtrace``): ``dr = p + q``,
     ``dV = U - p - q + on_{t-1} p_{t-1}``, ``dx`` of the log-ratio through rho and c, ``db`` at
     truncations (and T-1 where the window value is ``b_{T-1}``), ``dW`` the window value's, with
     ``p = rho g``, ``q = rho u_pg``."""
-    b = tl.program_id(0)
-    t = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
-    here, before, after = t < T, (t < T) & (t >= 1), t + 1 < T
-    last = t == T - 1
-    work = b * T + t
+    b, t, here = _steps(B, T, TIME_MAJOR, BLOCK)
+    before, after = here & (t >= 1), here & (t + 1 < T)
+    last = here & (t == T - 1)
+    work = b * work_b + t * work_t
     offs = b * stride_b + t * stride_t
     g = _scalar(gamma, gamma_lo, ACC)
     rho_max, c_max = _scalar(rho_bar, rho_bar_lo, ACC), _scalar(c_bar, c_bar_lo, ACC)
@@ -84,11 +95,11 @@ def vtrace_input_grads_kernel(g_ptr, U_ptr, u_pg_ptr, vs_ptr, lpt_ptr, lpb_ptr, 
     ratio_p, term_p, trunc_p = _step(lpt_ptr, lpb_ptr, term_ptr, trunc_ptr, offs - stride_t,
                                      before, HAS_TRUNC, ACC)
     adj = tl.load(g_ptr + work, mask=here, other=0.0).to(ACC)
-    adj_p = tl.load(g_ptr + work - 1, mask=before, other=0.0).to(ACC)
+    adj_p = tl.load(g_ptr + work - work_t, mask=before, other=0.0).to(ACC)
     u_pg = tl.load(u_pg_ptr + work, mask=here, other=0.0).to(ACC)
     v = tl.load(v_ptr + offs, mask=here, other=0.0).to(ACC)
     v_n = tl.load(v_ptr + offs + stride_t, mask=after, other=0.0).to(ACC)
-    vs_n = tl.load(vs_ptr + work + 1, mask=after, other=0.0).to(ACC)
+    vs_n = tl.load(vs_ptr + work + work_t, mask=after, other=0.0).to(ACC)
     r = tl.load(r_ptr + offs, mask=here, other=0.0).to(ACC)
     keep = g * (1.0 - term)
     p = tl.minimum(ratio, rho_max) * adj
@@ -96,7 +107,7 @@ def vtrace_input_grads_kernel(g_ptr, U_ptr, u_pg_ptr, vs_ptr, lpt_ptr, lpb_ptr, 
     on_p = g * (1.0 - term_p) * (1.0 - trunc_p)
     dv = tl.load(U_ptr + work, mask=here, other=0.0).to(ACC) - pq + \
         on_p * tl.minimum(ratio_p, rho_max) * adj_p
-    window = tl.load(window_ptr + b).to(ACC)
+    window = tl.load(window_ptr + b, mask=here, other=0.0).to(ACC)
     boot = tl.zeros_like(v)
     if HAS_BOOT:
         boot = tl.load(boot_ptr + offs, mask=here & ((trunc != 0) | last), other=0.0).to(ACC)
@@ -112,37 +123,47 @@ def vtrace_input_grads_kernel(g_ptr, U_ptr, u_pg_ptr, vs_ptr, lpt_ptr, lpb_ptr, 
     if HAS_BOOT:
         end = at_end if WINDOW_FROM_BOOT else tl.zeros_like(at_end)
         tl.store(db_ptr + work, tl.where(last, end, trunc * at_end), mask=here)
-    tl.store(dw_ptr + b + t * 0, at_end, mask=last)
+    tl.store(dw_ptr + b, at_end, mask=last)
 
 
 def gradients(rows, u_vs, u_pg, vs, s):
     """``{name: gradient}`` of V-trace's inputs (``[B, T]`` rows of ``L.rows_of``, ``[B]`` for
     the last value) from the upstream gradients ``u_vs``, ``u_pg`` and the output ``vs`` (rows,
-    accumulation dtype): two launches and the engine's scan."""
+    accumulation dtype): two launches and the engine's scan. The work tensors are dense in the
+    inputs' order (time-major or not)."""
     acc = u_vs.dtype
     B, T = u_vs.shape
     lpt, lpb, v, r, term = (rows[k] for k in ("log_pi_target", "log_pi_behavior", "values",
                                               "rewards", "terminateds"))
     trunc, boot, last = rows["truncateds"], rows["bootstrap_values"], rows["last_value"]
-    stride = r.stride()  # the per-step rows share it (L.rows_of)
-    u_vs, u_pg, vs = (x.contiguous() for x in (u_vs, u_pg, vs))
+    time_major = L.is_time_major(r.stride())  # the per-step rows share it (L.rows_of)
+
+    def work():
+        return torch.empty(T, B, dtype=acc, device=r.device).t() if time_major else \
+            torch.empty(B, T, dtype=acc, device=r.device)
+
+    def dense(x):
+        return x if x.stride() == U.stride() else work().copy_(x)
+
+    U, beta = work(), work()
+    u_vs, u_pg, vs = dense(u_vs), dense(u_pg), dense(vs)
+    layout = (B, T, *r.stride(), *U.stride())
     scalars = L.scalar_pairs(s["gamma"], s["gamma"] * s["lambda_"], s["rho_bar"], s["c_bar"])
-    flags = dict(HAS_TRUNC=trunc is not None, ACC=TL_ACC[acc], BLOCK_T=BLOCK)
-    grid = (B, triton.cdiv(T, BLOCK))
-    U, beta = torch.empty_like(u_vs), torch.empty_like(u_vs)
+    flags = dict(HAS_TRUNC=trunc is not None, TIME_MAJOR=time_major, ACC=TL_ACC[acc],
+                 BLOCK=BLOCK)
+    grid = (triton.cdiv(B * T, BLOCK),)
     vtrace_adjoint_inputs_kernel[grid](u_vs, u_pg, lpt, lpb, term,
-                                       term if trunc is None else trunc, U, beta, T, *stride,
+                                       term if trunc is None else trunc, U, beta, *layout,
                                        *scalars, **flags)
-    g = scan_rows(U, beta, None, False, torch.empty_like(U))
+    g = scan_rows(U, beta, None, False, work())
     window = last.to(acc) if last is not None else boot[:, -1].to(acc) if boot is not None \
-        else torch.zeros(B, dtype=acc, device=U.device)
-    dr, dv, dx = (torch.empty_like(U) for _ in range(3))
-    db, dw = torch.empty_like(U) if boot is not None else dr, torch.empty(B, dtype=acc,
-                                                                         device=U.device)
+        else torch.zeros(B, dtype=acc, device=r.device)
+    dr, dv, dx = work(), work(), work()
+    db, dw = work() if boot is not None else dr, torch.empty(B, dtype=acc, device=r.device)
     vtrace_input_grads_kernel[grid](g, U, u_pg, vs, lpt, lpb, v, r, term,
                                     term if trunc is None else trunc,
                                     v if boot is None else boot, window.contiguous(), dr, dv, dx,
-                                    db, dw, T, *stride, *scalars, HAS_BOOT=boot is not None,
+                                    db, dw, *layout, *scalars, HAS_BOOT=boot is not None,
                                     WINDOW_FROM_BOOT=last is None, **flags)
     got = {"rewards": dr, "values": dv, "log_pi_target": dx, "log_pi_behavior": -dx,
            "last_value": dw}
