@@ -2,7 +2,8 @@
 engine's scan: one writes the adjoint's input ``U`` and its beta one step on, the other every
 input's gradient from the adjoint ``g``. Each reads its step's inputs and its neighbours' (one
 step earlier or later) in one pass, where the same formulas in torch ops take some 55 launches.
-Rows are ``[B, T]``: the per-step inputs in their common strides, the work tensors contiguous.
+Rows are ``[B, T]``: the per-step inputs in their common strides, the work tensors dense in the
+same order, each program a block of elements in that order.
 """
 from __future__ import annotations
 
