@@ -310,19 +310,29 @@ def test_retrace_closed_form_at_the_clips(backend, monkeypatch):
             assert float(a.abs().max()) > 0, k
 
 
-@pytest.mark.parametrize("layout", [LAYOUTS[0], LAYOUTS[1]], ids=lambda x: x.name)
-def test_vtrace_gradients_fused_where_kernels_run(layout, backend, monkeypatch):
-    """Where the kernels run, V-trace's closed form is two fused kernels around the scan
-    (``vtrace_grad``), rows longer than one of their blocks included; the torch path keeps the
-    torch ops. Both give the general rule's gradients."""
-    from paper_repro.kernels import adjoints, vtrace_grad
+FUSED = [("vtrace_clip_lambda_last_value", "vtrace_grad", ["r", "v", "lpt", "lpb", "last"]),
+         ("retrace", "retrace_grad", ["r", "v", "pi", "mu", "nq"]),
+         ("retrace_next_policy", "retrace_grad", ["r", "v", "pi", "mu", "nq", "npi"]),
+         ("retrace", "retrace_grad", ["v", "mu"])]  # no per-action gradient wanted
 
-    calls, fused = [], vtrace_grad.gradients
-    monkeypatch.setattr(vtrace_grad, "gradients", lambda *a: calls.append(1) or fused(*a))
-    est = next(e for e in ESTIMATORS if e.name == "vtrace_clip_lambda_last_value")
-    T = vtrace_grad.BLOCK + 6  # rows across blocks
+
+@pytest.mark.parametrize("layout", [LAYOUTS[0], LAYOUTS[1]], ids=lambda x: x.name)
+@pytest.mark.parametrize("name, module, keys", FUSED, ids=lambda x: x if isinstance(x, str)
+                         else "-".join(x))
+def test_gradients_fused_where_kernels_run(name, module, keys, layout, backend, monkeypatch):
+    """Where the kernels run, V-trace's and Retrace's closed forms are two fused kernels around
+    the scan (``vtrace_grad``, ``retrace_grad``), rows longer than one of their blocks included;
+    the torch path keeps the torch ops. Both give the general rule's gradients."""
+    import importlib
+
+    from paper_repro.kernels import adjoints
+
+    fused_module = importlib.import_module(f"paper_repro.kernels.{module}")
+    calls, fused = [], fused_module.gradients
+    monkeypatch.setattr(fused_module, "gradients", lambda *a: calls.append(1) or fused(*a))
+    est = next(e for e in ESTIMATORS if e.name == name)
+    T = fused_module.BLOCK + 6  # rows across blocks
     d = make_inputs(2, T, dtype=torch.float64, device=device_of(backend))
-    keys = ["r", "v", "lpt", "lpb", "last"]
     weights = [torch.randn(2, T, dtype=torch.float64, device=d["r"].device) for _ in range(2)]
     got = _grads(P, est, d, layout, keys, weights)
     assert bool(calls) == (backend != "torch")

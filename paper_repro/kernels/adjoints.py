@@ -22,7 +22,7 @@ import torch
 
 from paper_repro.coefficients import window_next
 from paper_repro.kernels import _launch as L
-from paper_repro.kernels import vtrace_grad
+from paper_repro.kernels import retrace_grad, vtrace_grad
 from paper_repro.kernels.affine_scan import scan_rows
 from paper_repro.kernels.autograd import scan_adjoint
 from paper_repro.kernels.eligibility_traces import _decayed_sum
@@ -192,6 +192,8 @@ def retrace(rows, grads, outs, s, wanted):
         return None
     u_ret, u_adv = grads
     q_ret = outs[0]
+    if L.use_triton(u_ret):
+        return retrace_grad.gradients(rows, u_ret, u_adv, q_ret, s, wanted)
     acc, gamma, lam = u_ret.dtype, s["gamma"], s["lambda_"]
     term, trunc = rows["terminateds"], rows["truncateds"]
     pi, mu = rows["action_probs_target"], rows["action_probs_behavior"].to(acc)

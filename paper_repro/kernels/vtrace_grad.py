@@ -12,26 +12,8 @@ import triton
 import triton.language as tl
 
 from paper_repro.kernels import _launch as L
+from paper_repro.kernels._grad_blocks import BLOCK, Work, acc_scalar, block_steps
 from paper_repro.kernels.affine_scan import TL_ACC, scan_rows
-
-BLOCK = 1024
-
-
-@triton.jit
-def _scalar(hi, lo, ACC: tl.constexpr):
-    return tl.cast(hi, ACC) + tl.cast(lo, ACC)
-
-
-@triton.jit
-def _steps(B, T, TIME_MAJOR: tl.constexpr, BLOCK: tl.constexpr):
-    """(row, step, in range) of this program's BLOCK elements, taken in the work tensors'
-    memory order (time-major: rows fastest) so that every load is coalesced."""
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    if TIME_MAJOR:
-        b, t = i % B, i // B
-    else:
-        b, t = i // T, i % T
-    return b, t, i < B * T
 
 
 @triton.jit
@@ -56,19 +38,19 @@ def vtrace_adjoint_inputs_kernel(u_vs_ptr, u_pg_ptr, lpt_ptr, lpb_ptr, term_ptr,
     """``U_t = u_vs_t + on_{t-1} rho_{t-1} u_pg_{t-1}`` and ``beta_{t-1}`` (0 at t = 0), with
     ``on = gamma (1 - term)(1 - trunc)`` and ``beta = gamma lambda c (1 - min(term + trunc, 1))``:
     the forward scan ``g_t = U_t + beta_{t-1} g_{t-1}`` is V-trace's adjoint."""
-    b, t, here = _steps(B, T, TIME_MAJOR, BLOCK)
+    b, t, here = block_steps(B, T, TIME_MAJOR, BLOCK)
     before = here & (t >= 1)
     work = b * work_b + t * work_t
     prev = b * stride_b + (t - 1) * stride_t
     ratio, term, trunc = _step(lpt_ptr, lpb_ptr, term_ptr, trunc_ptr, prev, before, HAS_TRUNC,
                                ACC)
-    g = _scalar(gamma, gamma_lo, ACC)
-    rho = tl.minimum(ratio, _scalar(rho_bar, rho_bar_lo, ACC))
-    c = tl.minimum(ratio, _scalar(c_bar, c_bar_lo, ACC))
+    g = acc_scalar(gamma, gamma_lo, ACC)
+    rho = tl.minimum(ratio, acc_scalar(rho_bar, rho_bar_lo, ACC))
+    c = tl.minimum(ratio, acc_scalar(c_bar, c_bar_lo, ACC))
     u_pg = tl.load(u_pg_ptr + work - work_t, mask=before, other=0.0).to(ACC)
     U = tl.load(u_vs_ptr + work, mask=here, other=0.0).to(ACC) + \
         g * (1.0 - term) * (1.0 - trunc) * rho * u_pg
-    beta = _scalar(gl, gl_lo, ACC) * c * (1.0 - tl.minimum(term + trunc, 1.0))
+    beta = acc_scalar(gl, gl_lo, ACC) * c * (1.0 - tl.minimum(term + trunc, 1.0))
     tl.store(U_ptr + work, U, mask=here)
     tl.store(beta_ptr + work, tl.where(before, beta, 0.0), mask=here)
 
@@ -85,13 +67,13 @@ def vtrace_input_grads_kernel(g_ptr, U_ptr, u_pg_ptr, vs_ptr, lpt_ptr, lpb_ptr, 
     ``dV = U - p - q + on_{t-1} p_{t-1}``, ``dx`` of the log-ratio through rho and c, ``db`` at
     truncations (and T-1 where the window value is ``b_{T-1}``), ``dW`` the window value's, with
     ``p = rho g``, ``q = rho u_pg``."""
-    b, t, here = _steps(B, T, TIME_MAJOR, BLOCK)
+    b, t, here = block_steps(B, T, TIME_MAJOR, BLOCK)
     before, after = here & (t >= 1), here & (t + 1 < T)
     last = here & (t == T - 1)
     work = b * work_b + t * work_t
     offs = b * stride_b + t * stride_t
-    g = _scalar(gamma, gamma_lo, ACC)
-    rho_max, c_max = _scalar(rho_bar, rho_bar_lo, ACC), _scalar(c_bar, c_bar_lo, ACC)
+    g = acc_scalar(gamma, gamma_lo, ACC)
+    rho_max, c_max = acc_scalar(rho_bar, rho_bar_lo, ACC), acc_scalar(c_bar, c_bar_lo, ACC)
     ratio, term, trunc = _step(lpt_ptr, lpb_ptr, term_ptr, trunc_ptr, offs, here, HAS_TRUNC, ACC)
     ratio_p, term_p, trunc_p = _step(lpt_ptr, lpb_ptr, term_ptr, trunc_ptr, offs - stride_t,
                                      before, HAS_TRUNC, ACC)
@@ -115,7 +97,7 @@ def vtrace_input_grads_kernel(g_ptr, U_ptr, u_pg_ptr, vs_ptr, lpt_ptr, lpb_ptr, 
     nu = tl.where(last, window, (1.0 - trunc) * v_n + trunc * boot)
     eta = tl.where(last, window, (1.0 - trunc) * vs_n + trunc * boot)
     d_rho = adj * (r + keep * nu - v) + u_pg * (r + keep * eta - v)
-    d_c = adj * (vs_n - v_n) * _scalar(gl, gl_lo, ACC) * (1.0 - tl.minimum(term + trunc, 1.0))
+    d_c = adj * (vs_n - v_n) * acc_scalar(gl, gl_lo, ACC) * (1.0 - tl.minimum(term + trunc, 1.0))
     dx = ratio * (tl.where(ratio <= rho_max, d_rho, 0.0) + tl.where(ratio <= c_max, d_c, 0.0))
     tl.store(dr_ptr + work, pq, mask=here)
     tl.store(dv_ptr + work, dv, mask=here)
@@ -133,39 +115,29 @@ def gradients(rows, u_vs, u_pg, vs, s):
     accumulation dtype): two launches and the engine's scan. The work tensors are dense in the
     inputs' order (time-major or not)."""
     acc = u_vs.dtype
-    B, T = u_vs.shape
     lpt, lpb, v, r, term = (rows[k] for k in ("log_pi_target", "log_pi_behavior", "values",
                                               "rewards", "terminateds"))
     trunc, boot, last = rows["truncateds"], rows["bootstrap_values"], rows["last_value"]
-    time_major = L.is_time_major(r.stride())  # the per-step rows share it (L.rows_of)
-
-    def work():
-        return torch.empty(T, B, dtype=acc, device=r.device).t() if time_major else \
-            torch.empty(B, T, dtype=acc, device=r.device)
-
-    def dense(x):
-        return x if x.stride() == U.stride() else work().copy_(x)
-
-    U, beta = work(), work()
-    u_vs, u_pg, vs = dense(u_vs), dense(u_pg), dense(vs)
-    layout = (B, T, *r.stride(), *U.stride())
+    w = Work(r, acc)  # the per-step rows share r's strides (L.rows_of)
+    U, beta = w.empty(), w.empty()
+    u_vs, u_pg, vs = w.dense(u_vs), w.dense(u_pg), w.dense(vs)
+    layout = (w.B, w.T, *r.stride(), *U.stride())
     scalars = L.scalar_pairs(s["gamma"], s["gamma"] * s["lambda_"], s["rho_bar"], s["c_bar"])
-    flags = dict(HAS_TRUNC=trunc is not None, TIME_MAJOR=time_major, ACC=TL_ACC[acc],
+    flags = dict(HAS_TRUNC=trunc is not None, TIME_MAJOR=w.time_major, ACC=TL_ACC[acc],
                  BLOCK=BLOCK)
-    grid = (triton.cdiv(B * T, BLOCK),)
-    vtrace_adjoint_inputs_kernel[grid](u_vs, u_pg, lpt, lpb, term,
-                                       term if trunc is None else trunc, U, beta, *layout,
-                                       *scalars, **flags)
-    g = scan_rows(U, beta, None, False, work())
+    vtrace_adjoint_inputs_kernel[w.grid()](u_vs, u_pg, lpt, lpb, term,
+                                           term if trunc is None else trunc, U, beta, *layout,
+                                           *scalars, **flags)
+    g = scan_rows(U, beta, None, False, w.empty())
     window = last.to(acc) if last is not None else boot[:, -1].to(acc) if boot is not None \
-        else torch.zeros(B, dtype=acc, device=r.device)
-    dr, dv, dx = work(), work(), work()
-    db, dw = work() if boot is not None else dr, torch.empty(B, dtype=acc, device=r.device)
-    vtrace_input_grads_kernel[grid](g, U, u_pg, vs, lpt, lpb, v, r, term,
-                                    term if trunc is None else trunc,
-                                    v if boot is None else boot, window.contiguous(), dr, dv, dx,
-                                    db, dw, *layout, *scalars, HAS_BOOT=boot is not None,
-                                    WINDOW_FROM_BOOT=last is None, **flags)
+        else torch.zeros(w.B, dtype=acc, device=r.device)
+    dr, dv, dx = w.empty(), w.empty(), w.empty()
+    db, dw = w.empty() if boot is not None else dr, torch.empty(w.B, dtype=acc, device=r.device)
+    vtrace_input_grads_kernel[w.grid()](g, U, u_pg, vs, lpt, lpb, v, r, term,
+                                        term if trunc is None else trunc,
+                                        v if boot is None else boot, window.contiguous(), dr, dv,
+                                        dx, db, dw, *layout, *scalars, HAS_BOOT=boot is not None,
+                                        WINDOW_FROM_BOOT=last is None, **flags)
     got = {"rewards": dr, "values": dv, "log_pi_target": dx, "log_pi_behavior": -dx,
            "last_value": dw}
     if boot is not None:

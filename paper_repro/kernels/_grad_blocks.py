@@ -1,0 +1,51 @@
+"""What the fused gradient kernels (``vtrace_grad``, ``retrace_grad``) share: the block of
+elements each program takes in the rows' memory order, float32 (hi, lo) scalars in the
+accumulation dtype, and dense work tensors in the inputs' order."""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from paper_repro.kernels import _launch as L
+
+BLOCK = 1024
+
+
+@triton.jit
+def acc_scalar(hi, lo, ACC: tl.constexpr):
+    return tl.cast(hi, ACC) + tl.cast(lo, ACC)
+
+
+@triton.jit
+def block_steps(B, T, TIME_MAJOR: tl.constexpr, BLOCK: tl.constexpr):
+    """(row, step, in range) of this program's BLOCK elements, taken in the work tensors'
+    memory order (time-major: rows fastest) so that every load is coalesced."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if TIME_MAJOR:
+        b, t = i % B, i // B
+    else:
+        b, t = i // T, i % T
+    return b, t, i < B * T
+
+
+class Work:
+    """Dense ``[B, T]`` tensors of dtype ``acc`` in the order of ``like`` (time-major or not)."""
+
+    def __init__(self, like: torch.Tensor, acc: torch.dtype):
+        self.B, self.T = like.shape
+        self.acc, self.device = acc, like.device
+        self.time_major = L.is_time_major(like.stride())
+
+    def empty(self) -> torch.Tensor:
+        if self.time_major:
+            return torch.empty(self.T, self.B, dtype=self.acc, device=self.device).t()
+        return torch.empty(self.B, self.T, dtype=self.acc, device=self.device)
+
+    def dense(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` itself where it already has the work strides, else a dense copy."""
+        probe = self.empty()
+        return x if x.stride() == probe.stride() else probe.copy_(x)
+
+    def grid(self) -> tuple:
+        return (triton.cdiv(self.B * self.T, BLOCK),)

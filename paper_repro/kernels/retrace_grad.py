@@ -1,0 +1,173 @@
+"""Retrace's closed-form gradients (``adjoints.retrace``) in two fused Triton kernels around the
+engine's scan: one writes the adjoint's input ``U`` and its beta one step on, the other every
+input's gradient from the adjoint ``g``, the per-action ones included. Each reads its step's
+inputs and its neighbours' (one step earlier or later) in one pass, where the same formulas in
+torch ops take some 50 launches. Rows are ``[B, T]`` (per-action inputs ``[B, T, A]``, any
+strides); the work tensors are dense in the per-step inputs' order, each program a block of
+steps in that order (``_grad_blocks``).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from paper_repro.kernels import _launch as L
+from paper_repro.kernels._grad_blocks import BLOCK, Work, acc_scalar, block_steps
+from paper_repro.kernels.affine_scan import TL_ACC, scan_rows
+
+
+@triton.jit
+def _taken(pi_ptr, mu_ptr, act_ptr, b, t, offs, mask, A, pi_b, pi_t, pi_a, ACC: tl.constexpr):
+    """(taken action, pi(a_t|s_t), mu_t) at ``offs``; an out-of-range action reads pi 0, as
+    the forward kernel's (ratio 0); masked steps read mu 1."""
+    act = tl.load(act_ptr + offs, mask=mask, other=0)
+    ok = mask & (act >= 0) & (act < A)
+    p = tl.load(pi_ptr + b * pi_b + t * pi_t + act * pi_a, mask=ok, other=0.0).to(ACC)
+    mu = tl.load(mu_ptr + offs, mask=mask, other=1.0).to(ACC)
+    return act, p, mu
+
+
+@triton.jit
+def _stays(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.constexpr, ACC: tl.constexpr):
+    """(term, 1 - min(term + trunc, 1)) at ``offs``: masked steps read no flags."""
+    term = tl.load(term_ptr + offs, mask=mask, other=0).to(ACC)
+    done = term
+    if HAS_TRUNC:
+        done = tl.minimum(term + tl.load(trunc_ptr + offs, mask=mask, other=0).to(ACC), 1.0)
+    return term, 1.0 - done
+
+
+@triton.jit
+def retrace_adjoint_inputs_kernel(u_ret_ptr, u_adv_ptr, pi_ptr, mu_ptr, act_ptr, term_ptr,
+                                  trunc_ptr, U_ptr, beta_ptr, B, T, A, stride_b, stride_t, pi_b,
+                                  pi_t, pi_a, work_b, work_t, gamma, gamma_lo, gl, gl_lo,
+                                  rho_bar, rho_bar_lo, c_bar, c_bar_lo,
+                                  HAS_TRUNC: tl.constexpr, TIME_MAJOR: tl.constexpr,
+                                  ACC: tl.constexpr, BLOCK: tl.constexpr):
+    """``U_t = u_ret_t + gamma (1 - term_{t-1}) rho_{t-1} u_adv_{t-1}`` and the adjoint's beta
+    ``gamma lambda min(ratio_t, c_bar)(1 - done_{t-1})`` (0 at t = 0): the forward scan
+    ``g_t = U_t + beta_t g_{t-1}`` is Retrace's adjoint."""
+    b, t, here = block_steps(B, T, TIME_MAJOR, BLOCK)
+    before = here & (t >= 1)
+    work = b * work_b + t * work_t
+    offs = b * stride_b + t * stride_t
+    _, p, mu = _taken(pi_ptr, mu_ptr, act_ptr, b, t, offs, here, A, pi_b, pi_t, pi_a, ACC)
+    _, p_p, mu_p = _taken(pi_ptr, mu_ptr, act_ptr, b, t - 1, offs - stride_t, before, A, pi_b,
+                          pi_t, pi_a, ACC)
+    term_p, stays_p = _stays(term_ptr, trunc_ptr, offs - stride_t, before, HAS_TRUNC, ACC)
+    rho_p = tl.minimum(p_p / mu_p, acc_scalar(rho_bar, rho_bar_lo, ACC))
+    u_adv_p = tl.load(u_adv_ptr + work - work_t, mask=before, other=0.0).to(ACC)
+    U = tl.load(u_ret_ptr + work, mask=here, other=0.0).to(ACC) + \
+        acc_scalar(gamma, gamma_lo, ACC) * (1.0 - term_p) * rho_p * u_adv_p
+    beta = acc_scalar(gl, gl_lo, ACC) * tl.minimum(p / mu, acc_scalar(c_bar, c_bar_lo, ACC)) * \
+        stays_p
+    tl.store(U_ptr + work, U, mask=here)
+    tl.store(beta_ptr + work, tl.where(before, beta, 0.0), mask=here)
+
+
+@triton.jit
+def retrace_input_grads_kernel(g_ptr, U_ptr, u_adv_ptr, q_ret_ptr, pi_ptr, npi_ptr, nq_ptr,
+                               mu_ptr, act_ptr, q_ptr, r_ptr, term_ptr, trunc_ptr, dr_ptr, dq_ptr,
+                               dmu_ptr, dpi_ptr, dnpi_ptr, dnq_ptr, B, T, A, stride_b, stride_t,
+                               pi_b, pi_t, pi_a, npi_b, npi_t, npi_a, nq_b, nq_t, nq_a, work_b,
+                               work_t, gamma, gamma_lo, gl, gl_lo, rho_bar, rho_bar_lo, c_bar,
+                               c_bar_lo, HAS_TRUNC: tl.constexpr, HAS_NPI: tl.constexpr,
+                               PER_ACTION: tl.constexpr, TIME_MAJOR: tl.constexpr,
+                               ACC: tl.constexpr, A_POW2: tl.constexpr, BLOCK: tl.constexpr):
+    """Every input's gradient from the adjoint ``g`` (``adjoints.retrace``): ``dr = g + h``,
+    ``dQ = U - g - h`` with ``h = rho u_adv``; the ratio's from ``rho`` and from ``c`` one step
+    on, to the taken action's probability and to ``mu``; with PER_ACTION, the expectation's
+    ``gamma (1 - term) g`` spread over the actions (dense ``[B, T, A]`` outputs in the work
+    order, actions fastest)."""
+    b, t, here = block_steps(B, T, TIME_MAJOR, BLOCK)
+    before, after = here & (t >= 1), here & (t + 1 < T)
+    work = b * work_b + t * work_t
+    offs = b * stride_b + t * stride_t
+    g = acc_scalar(gamma, gamma_lo, ACC)
+    rho_max, c_max = acc_scalar(rho_bar, rho_bar_lo, ACC), acc_scalar(c_bar, c_bar_lo, ACC)
+    act, p, mu = _taken(pi_ptr, mu_ptr, act_ptr, b, t, offs, here, A, pi_b, pi_t, pi_a, ACC)
+    ratio = p / mu
+    term, _ = _stays(term_ptr, trunc_ptr, offs, here, HAS_TRUNC, ACC)
+    _, stays_p = _stays(term_ptr, trunc_ptr, offs - stride_t, before, HAS_TRUNC, ACC)
+    adj = tl.load(g_ptr + work, mask=here, other=0.0).to(ACC)
+    adj_p = tl.load(g_ptr + work - work_t, mask=before, other=0.0).to(ACC)
+    u_adv = tl.load(u_adv_ptr + work, mask=here, other=0.0).to(ACC)
+    q = tl.load(q_ptr + offs, mask=here, other=0.0).to(ACC)
+    q_ret = tl.load(q_ret_ptr + work, mask=here, other=0.0).to(ACC)
+    q_ret_n = tl.load(q_ret_ptr + work + work_t, mask=after, other=0.0).to(ACC)
+    r = tl.load(r_ptr + offs, mask=here, other=0.0).to(ACC)
+    keep = g * (1.0 - term)
+    h = tl.minimum(ratio, rho_max) * u_adv
+    tl.store(dr_ptr + work, adj + h, mask=here)
+    tl.store(dq_ptr + work, tl.load(U_ptr + work, mask=here, other=0.0).to(ACC) - adj - h,
+             mask=here)
+    d_c = acc_scalar(gl, gl_lo, ACC) * adj_p * (q_ret - q) * stays_p
+    d_ratio = tl.where(ratio <= rho_max, u_adv * (r + keep * q_ret_n - q), 0.0) + \
+        tl.where(before & (ratio <= c_max), d_c, 0.0)
+    tl.store(dmu_ptr + work, -d_ratio * p / (mu * mu), mask=here)
+    if PER_ACTION:
+        a = tl.arange(0, A_POW2)[None, :]
+        on = here[:, None] & (a < A)
+        row, step = b[:, None], t[:, None]
+        d_expect = (keep * adj)[:, None]
+        nq = tl.load(nq_ptr + row * nq_b + step * nq_t + a * nq_a, mask=on, other=0.0).to(ACC)
+        out = (row * work_b + step * work_t) * A + a
+        if HAS_NPI:
+            npi = tl.load(npi_ptr + row * npi_b + step * npi_t + a * npi_a, mask=on,
+                          other=0.0).to(ACC)
+            tl.store(dnq_ptr + out, d_expect * npi, mask=on)
+            tl.store(dnpi_ptr + out, d_expect * nq, mask=on)
+            d_pi = tl.zeros_like(nq)
+        else:
+            pi = tl.load(pi_ptr + row * pi_b + step * pi_t + a * pi_a, mask=on, other=0.0)
+            tl.store(dnq_ptr + out, d_expect * pi.to(ACC), mask=on)
+            d_pi = d_expect * nq
+        d_pi += tl.where(a == act[:, None], (d_ratio / mu)[:, None], 0.0)
+        tl.store(dpi_ptr + out, d_pi, mask=on)
+
+
+def gradients(rows, u_ret, u_adv, q_ret, s, wanted):
+    """``{name: gradient}`` of Retrace's inputs (``[B, T]`` rows, per-action ``[B, T, A]``)
+    from the upstream gradients ``u_ret``, ``u_adv`` and the output ``q_ret`` (rows,
+    accumulation dtype): two launches and the engine's scan. The per-action gradients are
+    formed only where one of them is ``wanted``."""
+    acc = u_ret.dtype
+    pi, npi, nq = (rows[k] for k in ("action_probs_target", "next_action_probs_target",
+                                     "next_q_values_all"))
+    mu, act, q, r, term, trunc = (rows[k] for k in (
+        "action_probs_behavior", "actions", "q_values", "rewards", "terminateds", "truncateds"))
+    A = pi.shape[-1]
+    w = Work(r, acc)  # the per-step rows share r's strides (L.rows_of)
+    U, beta = w.empty(), w.empty()
+    u_ret, u_adv, q_ret = w.dense(u_ret), w.dense(u_adv), w.dense(q_ret)
+    sizes = (w.B, w.T, A, *r.stride())
+    scalars = L.scalar_pairs(s["gamma"], s["gamma"] * s["lambda_"], s["rho_bar"], s["c_bar"])
+    flags = dict(HAS_TRUNC=trunc is not None, TIME_MAJOR=w.time_major, ACC=TL_ACC[acc],
+                 BLOCK=BLOCK)
+    trunc = term if trunc is None else trunc
+    retrace_adjoint_inputs_kernel[w.grid()](u_ret, u_adv, pi, mu, act, term, trunc, U, beta,
+                                            *sizes, *pi.stride(), *U.stride(), *scalars, **flags)
+    g = scan_rows(U, beta, None, False, w.empty())
+    per_action = bool(wanted & {"action_probs_target", "next_action_probs_target",
+                                "next_q_values_all"})
+    dr, dq, dmu = w.empty(), w.empty(), w.empty()
+    # [B, T, A] with the actions fastest, the steps in the work order.
+    actions = (torch.empty(w.T, w.B, A, dtype=acc, device=r.device).transpose(0, 1)
+               if w.time_major else torch.empty(w.B, w.T, A, dtype=acc, device=r.device)) \
+        if per_action else dr
+    dpi, dnq = actions, torch.empty_like(actions) if per_action else dr
+    dnpi = torch.empty_like(actions) if per_action and npi is not None else dr
+    weights = pi if npi is None else npi
+    retrace_input_grads_kernel[w.grid()](g, U, u_adv, q_ret, pi, weights, nq, mu, act, q, r, term,
+                                         trunc, dr, dq, dmu, dpi, dnpi, dnq, *sizes,
+                                         *pi.stride(), *weights.stride(), *nq.stride(),
+                                         *U.stride(), *scalars, HAS_NPI=npi is not None,
+                                         PER_ACTION=per_action,
+                                         A_POW2=triton.next_power_of_2(A), **flags)
+    got = {"rewards": dr, "q_values": dq, "action_probs_behavior": dmu}
+    if per_action:
+        got.update(action_probs_target=dpi, next_q_values_all=dnq)
+        if npi is not None:
+            got["next_action_probs_target"] = dnpi
+    return got
