@@ -313,7 +313,12 @@ def test_retrace_closed_form_at_the_clips(backend, monkeypatch):
 FUSED = [("vtrace_clip_lambda_last_value", "vtrace_grad", ["r", "v", "lpt", "lpb", "last"]),
          ("retrace", "retrace_grad", ["r", "v", "pi", "mu", "nq"]),
          ("retrace_next_policy", "retrace_grad", ["r", "v", "pi", "mu", "nq", "npi"]),
-         ("retrace", "retrace_grad", ["v", "mu"])]  # no per-action gradient wanted
+         ("retrace", "retrace_grad", ["v", "mu"]),  # no per-action gradient wanted
+         ("gae", "returns_grad", ["r", "v", "boot"]),
+         ("gae_last_value", "returns_grad", ["r", "v", "last"]),
+         ("gae", "returns_grad", ["r"]),
+         ("lambda_returns", "returns_grad", ["r", "n", "boot"]),
+         ("discounted_returns", "returns_grad", ["r", "boot"])]
 
 
 @pytest.mark.parametrize("layout", [LAYOUTS[0], LAYOUTS[1]], ids=lambda x: x.name)
@@ -321,8 +326,9 @@ FUSED = [("vtrace_clip_lambda_last_value", "vtrace_grad", ["r", "v", "lpt", "lpb
                          else "-".join(x))
 def test_gradients_fused_where_kernels_run(name, module, keys, layout, backend, monkeypatch):
     """Where the kernels run, V-trace's and Retrace's closed forms are two fused kernels around
-    the scan (``vtrace_grad``, ``retrace_grad``), rows longer than one of their blocks included;
-    the torch path keeps the torch ops. Both give the general rule's gradients."""
+    the scan (``vtrace_grad``, ``retrace_grad``), GAE's and the returns' one after it
+    (``returns_grad``), rows longer than one of their blocks included; the torch path keeps the
+    torch ops. Both give the general rule's gradients."""
     import importlib
 
     from paper_repro.kernels import adjoints

@@ -22,7 +22,7 @@ import torch
 
 from paper_repro.coefficients import window_next
 from paper_repro.kernels import _launch as L
-from paper_repro.kernels import retrace_grad, vtrace_grad
+from paper_repro.kernels import retrace_grad, returns_grad, vtrace_grad
 from paper_repro.kernels.affine_scan import scan_rows
 from paper_repro.kernels.autograd import scan_adjoint
 from paper_repro.kernels.eligibility_traces import _decayed_sum
@@ -61,6 +61,8 @@ def gae(rows, grads, outs, s, wanted):
     acc, term, trunc = u.dtype, rows["terminateds"], rows["truncateds"]
     gamma = s["gamma"]
     g = _trace(u, _done(term, trunc, acc), gamma * s["lambda_"])
+    if L.use_triton(u):
+        return {"rewards": g, **returns_grad.gradients(rows, g, s, wanted, True, 1.0)}
     keep = _keep(term, acc)
     got = {"rewards": g}
     if "values" in wanted:
@@ -89,6 +91,8 @@ def returns(rows, grads, outs, s, wanted):
     lam = s["lambda_"] if rows["next_values"] is not None else 1.0
     done = _done(term, trunc, acc)
     g = _trace(u, done, s["gamma"] * lam)
+    if L.use_triton(u):
+        return {"rewards": g, **returns_grad.gradients(rows, g, s, wanted, False, lam)}
     got = {"rewards": g}
     if "next_values" in wanted:
         got["next_values"] = s["gamma"] * (1.0 - lam) * _keep(done, acc) * g
