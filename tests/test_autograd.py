@@ -186,16 +186,21 @@ def test_flag_gradients_take_the_general_rule(est, monkeypatch):
             assert_close(f"d{k}", a, w, 1e-9)
 
 
+HALF = [("gae", ["r", "v", "boot"]), ("vtrace", ["r", "v", "lpt", "boot"]),
+        ("retrace_next_policy", ["r", "v", "pi", "mu", "nq", "npi"])]
+
+
+@pytest.mark.parametrize("name, keys", HALF, ids=[h[0] for h in HALF])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_closed_form_half_precision(dtype, backend, monkeypatch):
-    """16-bit inputs: the closed form accumulates in fp32 and returns each input's dtype, as the
-    general rule does."""
+def test_closed_form_half_precision(name, keys, dtype, backend, monkeypatch):
+    """16-bit inputs: the closed form (fused kernels where they run) accumulates in fp32 and
+    returns each input's dtype, as the general rule does."""
     from paper_repro.kernels import adjoints
 
     d = make_inputs(3, 17, dtype=dtype, device=device_of(backend))
-    keys = ["r", "v", "boot"]
-    weights = [torch.randn(3, 17, device=d["r"].device).to(dtype)]
-    est = next(e for e in ESTIMATORS if e.name == "gae")
+    est = next(e for e in ESTIMATORS if e.name == name)
+    weights = [torch.randn(3, 17, device=d["r"].device).to(dtype)
+               for _ in range(2 if est.kernel in ("vtrace", "retrace") else 1)]
     got = _grads(P, est, d, LAYOUTS[0], keys, weights)
     monkeypatch.setattr(adjoints, "ENABLED", False)
     general = _grads(P, est, d, LAYOUTS[0], keys, weights)
