@@ -8,7 +8,10 @@ return. Each input's gradient is then a few elementwise ops on ``g``, where the 
 10-28 torch ops and most of the backward's host time. V-trace's beta holds its clipped ratios
 and Retrace's its traces, so their adjoints are the engine's scan of ``u`` with beta one step on
 (``autograd.scan_adjoint``). A flag that needs its gradient (a predicted continuation given as a
-float flag) takes the general rule.
+float flag) takes the general rule. Where the kernels run, the elementwise work is fused:
+GAE's and the returns' input gradients in one kernel after the scan (``returns_grad``),
+V-trace's and Retrace's in one kernel before it and one after (``vtrace_grad``,
+``retrace_grad``).
 
 Each rule takes ``[B, T]`` rows (per-row inputs as ``[B]``), the upstream gradients and the op's
 outputs as rows in the accumulation dtype, the op's scalars and the names of the inputs whose
