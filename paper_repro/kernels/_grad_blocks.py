@@ -47,5 +47,5 @@ class Work:
         probe = self.empty()
         return x if x.stride() == probe.stride() else probe.copy_(x)
 
-    def grid(self) -> tuple:
-        return (triton.cdiv(self.B * self.T, BLOCK),)
+    def grid(self, block: int = BLOCK) -> tuple:
+        return (triton.cdiv(self.B * self.T, block),)

@@ -16,6 +16,11 @@ from paper_repro.kernels import _launch as L
 from paper_repro.kernels._grad_blocks import BLOCK, Work, acc_scalar, block_steps
 from paper_repro.kernels.affine_scan import TL_ACC, scan_rows
 
+# The gradients' kernel, 2 steps a thread and 4 actions (one 16-byte load of fp32) at a time:
+# 72-80 registers, no spills, at any A (sm_90, triton 3.6; 8 at a time 125-168; 1024 steps and
+# all of 8 actions at once: 255 and spills).
+GRADS_BLOCK, A_CHUNK = 256, 4
+
 
 @triton.jit
 def _taken(pi_ptr, mu_ptr, act_ptr, b, t, offs, mask, A, pi_b, pi_t, pi_a, ACC: tl.constexpr):
@@ -74,7 +79,7 @@ def retrace_input_grads_kernel(g_ptr, U_ptr, u_adv_ptr, q_ret_ptr, pi_ptr, npi_p
                                work_t, gamma, gamma_lo, gl, gl_lo, rho_bar, rho_bar_lo, c_bar,
                                c_bar_lo, HAS_TRUNC: tl.constexpr, HAS_NPI: tl.constexpr,
                                PER_ACTION: tl.constexpr, TIME_MAJOR: tl.constexpr,
-                               ACC: tl.constexpr, A_POW2: tl.constexpr, BLOCK: tl.constexpr):
+                               ACC: tl.constexpr, A_CHUNK: tl.constexpr, BLOCK: tl.constexpr):
     """Every input's gradient from the adjoint ``g`` (``adjoints.retrace``): ``dr = g + h``,
     ``dQ = U - g - h`` with ``h = rho u_adv``; the ratio's from ``rho`` and from ``c`` one step
     on, to the taken action's probability and to ``mu``; with PER_ACTION, the expectation's
@@ -107,12 +112,26 @@ def retrace_input_grads_kernel(g_ptr, U_ptr, u_adv_ptr, q_ret_ptr, pi_ptr, npi_p
         tl.where(before & (ratio <= c_max), d_c, 0.0)
     tl.store(dmu_ptr + work, -d_ratio * p / (mu * mu), mask=here)
     if PER_ACTION:
-        a = tl.arange(0, A_POW2)[None, :]
+        _action_grads(pi_ptr, npi_ptr, nq_ptr, dpi_ptr, dnpi_ptr, dnq_ptr, b, t, here, act, A,
+                      pi_b, pi_t, pi_a, npi_b, npi_t, npi_a, nq_b, nq_t, nq_a, work_b, work_t,
+                      keep * adj, d_ratio / mu, HAS_NPI, ACC, A_CHUNK)
+
+
+@triton.jit
+def _action_grads(pi_ptr, npi_ptr, nq_ptr, dpi_ptr, dnpi_ptr, dnq_ptr, b, t, here, act, A, pi_b,
+                  pi_t, pi_a, npi_b, npi_t, npi_a, nq_b, nq_t, nq_a, work_b, work_t, d_expect,
+                  d_taken, HAS_NPI: tl.constexpr, ACC: tl.constexpr, A_CHUNK: tl.constexpr):
+    """The per-action gradients, A_CHUNK actions at a time (registers stay bounded for any A):
+    the expectation's ``d_expect`` spread over the actions by the weights (``npi``, else
+    ``pi``) and the next Q-values, and ``d_taken`` to the taken action's probability."""
+    row, step = b[:, None], t[:, None]
+    out_base = (row * work_b + step * work_t) * A
+    d_expect, d_taken = d_expect[:, None], d_taken[:, None]
+    for a0 in range(0, A, A_CHUNK):
+        a = a0 + tl.arange(0, A_CHUNK)[None, :]
         on = here[:, None] & (a < A)
-        row, step = b[:, None], t[:, None]
-        d_expect = (keep * adj)[:, None]
+        out = out_base + a
         nq = tl.load(nq_ptr + row * nq_b + step * nq_t + a * nq_a, mask=on, other=0.0).to(ACC)
-        out = (row * work_b + step * work_t) * A + a
         if HAS_NPI:
             npi = tl.load(npi_ptr + row * npi_b + step * npi_t + a * npi_a, mask=on,
                           other=0.0).to(ACC)
@@ -123,7 +142,7 @@ def retrace_input_grads_kernel(g_ptr, U_ptr, u_adv_ptr, q_ret_ptr, pi_ptr, npi_p
             pi = tl.load(pi_ptr + row * pi_b + step * pi_t + a * pi_a, mask=on, other=0.0)
             tl.store(dnq_ptr + out, d_expect * pi.to(ACC), mask=on)
             d_pi = d_expect * nq
-        d_pi += tl.where(a == act[:, None], (d_ratio / mu)[:, None], 0.0)
+        d_pi += tl.where(a == act[:, None], d_taken, 0.0)
         tl.store(dpi_ptr + out, d_pi, mask=on)
 
 
@@ -143,11 +162,11 @@ def gradients(rows, u_ret, u_adv, q_ret, s, wanted):
     u_ret, u_adv, q_ret = w.dense(u_ret), w.dense(u_adv), w.dense(q_ret)
     sizes = (w.B, w.T, A, *r.stride())
     scalars = L.scalar_pairs(s["gamma"], s["gamma"] * s["lambda_"], s["rho_bar"], s["c_bar"])
-    flags = dict(HAS_TRUNC=trunc is not None, TIME_MAJOR=w.time_major, ACC=TL_ACC[acc],
-                 BLOCK=BLOCK)
+    flags = dict(HAS_TRUNC=trunc is not None, TIME_MAJOR=w.time_major, ACC=TL_ACC[acc])
     trunc = term if trunc is None else trunc
     retrace_adjoint_inputs_kernel[w.grid()](u_ret, u_adv, pi, mu, act, term, trunc, U, beta,
-                                            *sizes, *pi.stride(), *U.stride(), *scalars, **flags)
+                                            *sizes, *pi.stride(), *U.stride(), *scalars,
+                                            BLOCK=BLOCK, **flags)
     g = scan_rows(U, beta, None, False, w.empty())
     per_action = bool(wanted & {"action_probs_target", "next_action_probs_target",
                                 "next_q_values_all"})
@@ -159,12 +178,11 @@ def gradients(rows, u_ret, u_adv, q_ret, s, wanted):
     dpi, dnq = actions, torch.empty_like(actions) if per_action else dr
     dnpi = torch.empty_like(actions) if per_action and npi is not None else dr
     weights = pi if npi is None else npi
-    retrace_input_grads_kernel[w.grid()](g, U, u_adv, q_ret, pi, weights, nq, mu, act, q, r, term,
-                                         trunc, dr, dq, dmu, dpi, dnpi, dnq, *sizes,
-                                         *pi.stride(), *weights.stride(), *nq.stride(),
-                                         *U.stride(), *scalars, HAS_NPI=npi is not None,
-                                         PER_ACTION=per_action,
-                                         A_POW2=triton.next_power_of_2(A), **flags)
+    retrace_input_grads_kernel[w.grid(GRADS_BLOCK)](
+        g, U, u_adv, q_ret, pi, weights, nq, mu, act, q, r, term, trunc, dr, dq, dmu, dpi, dnpi,
+        dnq, *sizes, *pi.stride(), *weights.stride(), *nq.stride(), *U.stride(), *scalars,
+        HAS_NPI=npi is not None, PER_ACTION=per_action,
+        A_CHUNK=min(A_CHUNK, triton.next_power_of_2(A)), BLOCK=GRADS_BLOCK, **flags)
     got = {"rewards": dr, "q_values": dq, "action_probs_behavior": dmu}
     if per_action:
         got.update(action_probs_target=dpi, next_q_values_all=dnq)
