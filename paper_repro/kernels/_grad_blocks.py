@@ -1,6 +1,6 @@
-"""What the fused gradient kernels (``vtrace_grad``, ``retrace_grad``) share: the block of
-elements each program takes in the rows' memory order, float32 (hi, lo) scalars in the
-accumulation dtype, and dense work tensors in the inputs' order."""
+"""What the fused gradient kernels (``vtrace_grad``, ``retrace_grad``, ``returns_grad``)
+share: the block of elements each program takes in the rows' memory order, float32 (hi, lo)
+scalars in the accumulation dtype, and dense work tensors in the inputs' order."""
 from __future__ import annotations
 
 import torch
@@ -44,8 +44,8 @@ class Work:
 
     def dense(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` itself where it already has the work strides, else a dense copy."""
-        probe = self.empty()
-        return x if x.stride() == probe.stride() else probe.copy_(x)
+        strides = (1, self.B) if self.time_major else (self.T, 1)
+        return x if x.stride() == strides else self.empty().copy_(x)
 
     def grid(self, block: int = BLOCK) -> tuple:
         return (triton.cdiv(self.B * self.T, block),)
