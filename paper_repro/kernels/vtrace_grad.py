@@ -15,6 +15,10 @@ from paper_repro.kernels import _launch as L
 from paper_repro.kernels._grad_blocks import BLOCK, Work, acc_scalar, block_steps
 from paper_repro.kernels.affine_scan import TL_ACC, scan_rows
 
+# The input-gradient kernel holds some 20 block-wide values: at 1024 steps 187 registers on
+# sm_90, at 512 about 95 (the block size to be timed on the GPU).
+GRADS_BLOCK = BLOCK
+
 
 @triton.jit
 def _step(lpt_ptr, lpb_ptr, term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.constexpr,
@@ -123,21 +127,20 @@ def gradients(rows, u_vs, u_pg, vs, s):
     u_vs, u_pg, vs = w.dense(u_vs), w.dense(u_pg), w.dense(vs)
     layout = (w.B, w.T, *r.stride(), *U.stride())
     scalars = L.scalar_pairs(s["gamma"], s["gamma"] * s["lambda_"], s["rho_bar"], s["c_bar"])
-    flags = dict(HAS_TRUNC=trunc is not None, TIME_MAJOR=w.time_major, ACC=TL_ACC[acc],
-                 BLOCK=BLOCK)
+    flags = dict(HAS_TRUNC=trunc is not None, TIME_MAJOR=w.time_major, ACC=TL_ACC[acc])
     vtrace_adjoint_inputs_kernel[w.grid()](u_vs, u_pg, lpt, lpb, term,
                                            term if trunc is None else trunc, U, beta, *layout,
-                                           *scalars, **flags)
+                                           *scalars, BLOCK=BLOCK, **flags)
     g = scan_rows(U, beta, None, False, w.empty())
     window = last.to(acc) if last is not None else boot[:, -1].to(acc) if boot is not None \
         else torch.zeros(w.B, dtype=acc, device=r.device)
     dr, dv, dx = w.empty(), w.empty(), w.empty()
     db, dw = w.empty() if boot is not None else dr, torch.empty(w.B, dtype=acc, device=r.device)
-    vtrace_input_grads_kernel[w.grid()](g, U, u_pg, vs, lpt, lpb, v, r, term,
+    vtrace_input_grads_kernel[w.grid(GRADS_BLOCK)](g, U, u_pg, vs, lpt, lpb, v, r, term,
                                         term if trunc is None else trunc,
                                         v if boot is None else boot, window.contiguous(), dr, dv,
                                         dx, db, dw, *layout, *scalars, HAS_BOOT=boot is not None,
-                                        WINDOW_FROM_BOOT=last is None, **flags)
+                                        WINDOW_FROM_BOOT=last is None, BLOCK=GRADS_BLOCK, **flags)
     got = {"rewards": dr, "values": dv, "log_pi_target": dx, "log_pi_behavior": -dx,
            "last_value": dw}
     if boot is not None:
