@@ -15,9 +15,10 @@ from paper_repro.kernels import _launch as L
 from paper_repro.kernels._grad_blocks import BLOCK, Work, acc_scalar, block_steps
 from paper_repro.kernels.affine_scan import TL_ACC, scan_rows
 
-# The input-gradient kernel holds some 20 block-wide values: at 1024 steps 187 registers on
-# sm_90, at 512 about 95 (the block size to be timed on the GPU).
-GRADS_BLOCK = BLOCK
+# The input-gradient kernel holds some 20 block-wide values: 48 registers on sm_90 at 256
+# steps, 187 at 1024 (H200, data/h200/grad_blocks_ab.csv: 512x4096 55.1 -> 52.9 us, 64x131072
+# 202.3 -> 194.9; 4096x128 and time-major rows level).
+GRADS_BLOCK = 256
 
 
 @triton.jit
