@@ -1320,3 +1320,36 @@ def test_backward_bench_rows(tmp_path, monkeypatch):
     assert gae == 4 * 16 * 4 * 4  # u, terminateds, d rewards, d values (float flags, fp32)
     vtrace = got[got.algorithm == "vtrace"].min_bytes.iloc[0]  # 2 upstream, 1 flag, 4 leaves
     assert vtrace == 7 * 4 * 16 * 4
+
+
+def test_tile_ab_rows(monkeypatch, tmp_path):
+    """The tile A/B writes per case the shipped tile, each forced tile shorter than twice the
+    row (a whole row a program) and rl-triton's call (timing stubbed: it needs CUDA)."""
+    import csv
+
+    from paper_repro.bench import forced, providers
+    from paper_repro.bench import tile_ab as TA
+
+    assert TA.parse_tile("32x128w16") == (32, 128, 16)
+    seen = []
+
+    def forced_time(prep, want, config, repeats=1):
+        seen.append(config)
+        return 1e-6, 2.0
+
+    case = type("Case", (), {"args": (torch.zeros(1),)})
+    monkeypatch.setattr(forced, "prepared", lambda *a: (case, None, None))
+    monkeypatch.setattr(forced, "forced_time", forced_time)
+    monkeypatch.setattr("paper_repro.tuning.device_time_us", lambda call: 3.0)
+    monkeypatch.setattr(providers, "_rl_triton", lambda c: type("P", (), {"call": None}))
+    out = tmp_path / "tile_ab.csv"
+    TA.main(["--out", str(out), "--shapes", "4x300,8x2048", "--algorithms", "gae",
+             "--tiles", "1x512w4,2x2048w8"])
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    assert [r["tile"].split()[0] for r in rows] == [
+        "shipped", "1x512w4", "rl-triton", "shipped", "1x512w4", "2x2048w8", "rl-triton"]
+    assert [r["device_us"] for r in rows if r["tile"] == "rl-triton"] == ["3.0", "3.0"]
+    forced_configs = [c for c in seen if c is not None]
+    assert [(c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len) for c in forced_configs] == [
+        (1, 512, 4, 512), (1, 512, 4, 2048), (2, 2048, 8, 2048)]
+    assert not any(c.single_pass for c in forced_configs)

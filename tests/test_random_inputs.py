@@ -381,7 +381,8 @@ def _h200_tiles():
     from paper_repro.tuning import SHAPES
 
     found = {}
-    for (N, T) in SHAPES + [(4096, 16), (32768, 64), (4096, 32), (64, 32768), (256, 8192)]:
+    for (N, T) in SHAPES + [(4096, 16), (32768, 64), (4096, 32), (64, 32768), (256, 8192),
+                            (512, 2048)]:
         for tm in (False, True):
             for wide, retrace, kernels in ((False, False, NARROW), (True, False, {"vtrace"}),
                                            (True, True, {"retrace"})):
@@ -502,6 +503,20 @@ def test_heuristic_tiles_launchable(time_major):
                     assert pow2(c.num_warps) and c.num_warps <= 16, where
                     assert pow2(c.BLOCK_B) and pow2(c.BLOCK_T), where
                     assert c.seg_len % c.BLOCK_T == 0, where
+
+
+def test_heuristic_rows_up_to_2048_steps_in_one_tile():
+    """fp32 rows of 1025-2048 steps of the estimators with few inputs take one 2048-step tile
+    in 8 warps, a row a program; 16-bit rows, V-trace's and Retrace's still walk smaller tiles,
+    and rows as many as 32 an SM keep the 32x128 tiles."""
+    for N, T in ((4, 2048), (128, 2048), (512, 2048), (4096, 2048), (512, 1500)):
+        c = L.choose_config(N, T, False, 132, False)
+        assert (c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len) == (1, 2048, 8, 2048), (N, T)
+    assert L.choose_config(512, 2048, False, 132, False, itemsize=2).BLOCK_T == 1024
+    assert L.choose_config(512, 2048, False, 132, True).BLOCK_T < 2048
+    assert L.choose_config(512, 2048, False, 132, True, True).BLOCK_T < 2048
+    assert L.choose_config(8192, 2048, False, 132, False).BLOCK_B == 32
+    assert L.choose_config(512, 1024, False, 132, False).BLOCK_T == 1024
 
 
 def test_heuristic_splits():

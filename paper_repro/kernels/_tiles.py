@@ -125,6 +125,11 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
         BLOCK_B, BLOCK_T, num_warps = 1, 512, 4
         if itemsize == 4 and 4 * sms < B:
             BLOCK_T, num_warps = 256, 2
+    elif not wide and itemsize == 4 and 1024 < T <= 2048:
+        # One fp32 tile of 2048 steps in 8 warps, no walk (H100, data/h100/tile_2048.csv, against
+        # two 1024-step tiles in 4: 128-1024 rows 0.81-0.94x the time, 512x2048 prefix sum 3.94
+        # -> 3.61 us; 2048 rows 0.96-0.98x, 4096 0.99x; 16 warps 0.84-1.09x).
+        BLOCK_B, BLOCK_T, num_warps = 1, 2048, 8
     elif 512 <= T <= 1024 or (retrace and T <= 2048 and sms >= B):
         # One row a program, the whole horizon one tile (4096x512: 13.2 -> 12.0 us). With at
         # most a row an SM, a program's latency is the call's: twice the warps (64x512 0.87-

@@ -1,0 +1,83 @@
+"""Forced batch-major tiles against the shipped one (and rl-triton's call) at chosen shapes.
+
+``python -m paper_repro.bench.tile_ab [--out FILE] [--shapes 512x2048,...]
+[--algorithms gae,...] [--tiles 1x2048w8,...] [--repeats 3] [--no-peer]``
+
+(CUDA) Per estimator and shape, fp32 batch-major: the shipped tile, then each of ``--tiles``
+(``BxTwW``: rows, steps and warps of a program, a whole row a program, the shipped run
+length) forced through ``L.force_config``, then rl-triton's call on the same inputs, each the
+minimum over ``repeats`` of the device time by CUDA-graph replay (``forced.forced_time``).
+A forced tile's largest difference from the shipped tile's output is kept (a race or a bad
+tile shows there). A tile of at least twice the row's steps is skipped.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from paper_repro.bench.results import stream_csv
+from paper_repro.kernels import _launch as L
+
+SHAPES = "128x2048,256x2048,512x2048,1024x2048,2048x2048,4096x2048,512x1536,256x4096,512x4096"
+ALGORITHMS = "eligibility_traces,prefix_sum,gae,discounted_returns,lambda_returns"
+TILES = "1x2048w4,1x2048w8,1x2048w16,1x4096w8,1x4096w16"
+COLUMNS = ["algorithm", "num_envs", "seq_len", "dtype", "layout", "tile", "device_us",
+           "max_abs_diff"]
+
+
+def parse_tile(text: str) -> tuple[int, int, int]:
+    """``"1x2048w8"`` -> ``(1, 2048, 8)``: rows, steps and warps of a program."""
+    rows, rest = text.split("x")
+    steps, warps = rest.split("w")
+    return int(rows), int(steps), int(warps)
+
+
+def forced_tile(shipped: L.ScanConfig, T: int, tile: tuple[int, int, int]) -> L.ScanConfig:
+    """``shipped`` with ``tile``'s rows, steps and warps, a whole row a program."""
+    rows, steps, warps = tile
+    return replace(shipped, BLOCK_B=rows, BLOCK_T=steps, num_warps=warps,
+                   seg_len=-(-T // steps) * steps, single_pass=False)
+
+
+def _case_rows(algorithm, N, T, tiles, repeats, peer):
+    from paper_repro.bench.forced import forced_time, prepared
+    from paper_repro.tuning import device_time_us
+
+    case, prep, want = prepared(algorithm, N, T, "fp32", "NT", "float")
+    shipped = L.config_for(N, T, (T, 1), case.args[0].device)
+    row = dict(algorithm=algorithm, num_envs=N, seq_len=T, dtype="fp32", layout="NT")
+    _, us = forced_time(prep, want, None, repeats=repeats)
+    name = f"shipped {shipped.BLOCK_B}x{shipped.BLOCK_T}w{shipped.num_warps}"
+    yield dict(row, tile=name, device_us=round(us, 3), max_abs_diff=0.0)
+    for tile in tiles:
+        if tile[1] >= 2 * T:
+            continue
+        diff, us = forced_time(prep, want, forced_tile(shipped, T, tile), repeats=repeats)
+        yield dict(row, tile="{}x{}w{}".format(*tile), device_us=round(us, 3),
+                   max_abs_diff=f"{diff:.3g}")
+    if peer:
+        from paper_repro.bench.providers import _rl_triton
+
+        call = _rl_triton(case).call
+        yield dict(row, tile="rl-triton", max_abs_diff="",
+                   device_us=round(min(device_time_us(call) for _ in range(repeats)), 3))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--out", default=None, help="CSV to write (default: stdout)")
+    p.add_argument("--shapes", default=SHAPES)
+    p.add_argument("--algorithms", default=ALGORITHMS)
+    p.add_argument("--tiles", default=TILES)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--no-peer", action="store_true", help="leave rl-triton out")
+    args = p.parse_args(argv)
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    tiles = [parse_tile(t) for t in args.tiles.split(",")]
+    rows = (row for N, T in shapes for a in args.algorithms.split(",")
+            for row in _case_rows(a, N, T, tiles, args.repeats, not args.no_peer))
+    stream_csv(args.out, COLUMNS, rows)
+
+
+if __name__ == "__main__":
+    main()
