@@ -315,7 +315,42 @@ def test_retrace_closed_form_at_the_clips(backend, monkeypatch):
             assert float(a.abs().max()) > 0, k
 
 
+@pytest.mark.parametrize("time_dim", [-1, 0], ids=["batch_major", "time_major"])
+def test_vtrace_fused_gradients_without_a_window_value(time_dim, backend, monkeypatch):
+    """V-trace without bootstrap values or a last value (the value after T-1 is 0), with and
+    without the behaviour's gradient wanted: the fused kernels equal the general rule."""
+    from paper_repro.kernels import adjoints
+
+    dev = device_of(backend)
+    g = torch.Generator().manual_seed(7)
+    N, T = 3, 300  # rows across the gradient kernel's 256-step blocks
+    lpt, lpb, v, r, w0, w1 = (torch.randn(N, T, generator=g, dtype=torch.float64).to(dev)
+                              for _ in range(6))
+    term = (torch.rand(N, T, generator=g) < 0.05).to(dev)
+    if time_dim == 0:
+        lpt, lpb, v, r, w0, w1, term = (x.t().contiguous() for x in (lpt, lpb, v, r, w0, w1, term))
+
+    def grads(behaviour):
+        a, b, vv = (x.clone().requires_grad_(k != 1 or behaviour)
+                    for k, x in enumerate((lpt, lpb, v)))
+        vs, pg = P.compute_vtrace(a, b, vv, r, term, None, 0.97, 1.0, 0.9, lambda_=0.9,
+                                  time_dim=time_dim)
+        leaves = (a, b, vv) if behaviour else (a, vv)
+        return torch.autograd.grad((vs * w0).sum() + (pg * w1).sum(), leaves)
+
+    for behaviour in (True, False):
+        got = grads(behaviour)
+        monkeypatch.setattr(adjoints, "ENABLED", False)
+        want = grads(behaviour)
+        monkeypatch.setattr(adjoints, "ENABLED", True)
+        for a, b in zip(got, want):
+            assert_close("d", a, b, 1e-12)
+            assert float(a.abs().max()) > 0
+
+
 FUSED = [("vtrace_clip_lambda_last_value", "vtrace_grad", ["r", "v", "lpt", "lpb", "last"]),
+         ("vtrace", "vtrace_grad", ["r", "v", "lpt", "lpb", "boot"]),  # the window from b_{T-1}
+         ("vtrace", "vtrace_grad", ["v", "lpt"]),  # the behaviour's gradient not written
          ("retrace", "retrace_grad", ["r", "v", "pi", "mu", "nq"]),
          ("retrace_next_policy", "retrace_grad", ["r", "v", "pi", "mu", "nq", "npi"]),
          ("retrace", "retrace_grad", ["v", "mu"]),  # no per-action gradient wanted

@@ -142,7 +142,7 @@ def vtrace(rows, grads, outs, s, wanted):
     u_vs, u_pg = grads
     vs = outs[0]
     if L.use_triton(u_vs):
-        return vtrace_grad.gradients(rows, u_vs, u_pg, vs, s)
+        return vtrace_grad.gradients(rows, u_vs, u_pg, vs, s, wanted)
     acc, gamma = u_vs.dtype, s["gamma"]
     term, trunc = rows["terminateds"], rows["truncateds"]
     boot, last = rows["bootstrap_values"], rows["last_value"]

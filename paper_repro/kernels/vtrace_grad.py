@@ -63,15 +63,17 @@ def vtrace_adjoint_inputs_kernel(u_vs_ptr, u_pg_ptr, lpt_ptr, lpb_ptr, term_ptr,
 @triton.jit
 def vtrace_input_grads_kernel(g_ptr, U_ptr, u_pg_ptr, vs_ptr, lpt_ptr, lpb_ptr, v_ptr, r_ptr,
                               term_ptr, trunc_ptr, boot_ptr, window_ptr, dr_ptr, dv_ptr, dx_ptr,
-                              db_ptr, dw_ptr, B, T, stride_b, stride_t, work_b, work_t, gamma,
-                              gamma_lo, gl, gl_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo,
+                              dxb_ptr, db_ptr, dw_ptr, B, T, stride_b, stride_t, work_b, work_t,
+                              gamma, gamma_lo, gl, gl_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo,
                               HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr,
-                              WINDOW_FROM_BOOT: tl.constexpr, TIME_MAJOR: tl.constexpr,
+                              HAS_WINDOW: tl.constexpr, WINDOW_FROM_BOOT: tl.constexpr,
+                              WANT_DXB: tl.constexpr, TIME_MAJOR: tl.constexpr,
                               ACC: tl.constexpr, BLOCK: tl.constexpr):
     """Every input's gradient from the adjoint ``g`` (``adjoints.vtrace``): ``dr = p + q``,
     ``dV = U - p - q + on_{t-1} p_{t-1}``, ``dx`` of the log-ratio through rho and c, ``db`` at
     truncations (and T-1 where the window value is ``b_{T-1}``), ``dW`` the window value's, with
-    ``p = rho g``, ``q = rho u_pg``."""
+    ``p = rho g``, ``q = rho u_pg``. The behaviour log-probabilities' gradient, ``-dx``, is
+    written where ``WANT_DXB``; without ``HAS_WINDOW`` the window value is 0."""
     b, t, here = block_steps(B, T, TIME_MAJOR, BLOCK)
     before, after = here & (t >= 1), here & (t + 1 < T)
     last = here & (t == T - 1)
@@ -95,7 +97,12 @@ def vtrace_input_grads_kernel(g_ptr, U_ptr, u_pg_ptr, vs_ptr, lpt_ptr, lpb_ptr, 
     on_p = g * (1.0 - term_p) * (1.0 - trunc_p)
     dv = tl.load(U_ptr + work, mask=here, other=0.0).to(ACC) - pq + \
         on_p * tl.minimum(ratio_p, rho_max) * adj_p
-    window = tl.load(window_ptr + b, mask=here, other=0.0).to(ACC)
+    window = tl.zeros_like(v)  # the value after T-1: last_value, else b_{T-1}, else 0
+    if HAS_WINDOW & WINDOW_FROM_BOOT:
+        window = tl.load(boot_ptr + b * stride_b + (T - 1) * stride_t, mask=last,
+                         other=0.0).to(ACC)
+    elif HAS_WINDOW:
+        window = tl.load(window_ptr + b, mask=last, other=0.0).to(ACC)
     boot = tl.zeros_like(v)
     if HAS_BOOT:
         boot = tl.load(boot_ptr + offs, mask=here & ((trunc != 0) | last), other=0.0).to(ACC)
@@ -107,6 +114,8 @@ def vtrace_input_grads_kernel(g_ptr, U_ptr, u_pg_ptr, vs_ptr, lpt_ptr, lpb_ptr, 
     tl.store(dr_ptr + work, pq, mask=here)
     tl.store(dv_ptr + work, dv, mask=here)
     tl.store(dx_ptr + work, dx, mask=here)
+    if WANT_DXB:
+        tl.store(dxb_ptr + work, -dx, mask=here)
     at_end = keep * pq
     if HAS_BOOT:
         end = at_end if WINDOW_FROM_BOOT else tl.zeros_like(at_end)
@@ -114,11 +123,12 @@ def vtrace_input_grads_kernel(g_ptr, U_ptr, u_pg_ptr, vs_ptr, lpt_ptr, lpb_ptr, 
     tl.store(dw_ptr + b, at_end, mask=last)
 
 
-def gradients(rows, u_vs, u_pg, vs, s):
+def gradients(rows, u_vs, u_pg, vs, s, wanted):
     """``{name: gradient}`` of V-trace's inputs (``[B, T]`` rows of ``L.rows_of``, ``[B]`` for
     the last value) from the upstream gradients ``u_vs``, ``u_pg`` and the output ``vs`` (rows,
-    accumulation dtype): two launches and the engine's scan. The work tensors are dense in the
-    inputs' order (time-major or not)."""
+    accumulation dtype): two launches and the engine's scan, nothing else. The work tensors are
+    dense in the inputs' order (time-major or not); the behaviour log-probabilities' gradient
+    is written only where ``wanted``."""
     acc = u_vs.dtype
     lpt, lpb, v, r, term = (rows[k] for k in ("log_pi_target", "log_pi_behavior", "values",
                                               "rewards", "terminateds"))
@@ -133,17 +143,19 @@ def gradients(rows, u_vs, u_pg, vs, s):
                                            term if trunc is None else trunc, U, beta, *layout,
                                            *scalars, BLOCK=BLOCK, **flags)
     g = scan_rows(U, beta, None, False, w.empty())
-    window = last.to(acc) if last is not None else boot[:, -1].to(acc) if boot is not None \
-        else torch.zeros(w.B, dtype=acc, device=r.device)
     dr, dv, dx = w.empty(), w.empty(), w.empty()
+    want_dxb = "log_pi_behavior" in wanted
+    dxb = w.empty() if want_dxb else dx
     db, dw = w.empty() if boot is not None else dr, torch.empty(w.B, dtype=acc, device=r.device)
-    vtrace_input_grads_kernel[w.grid(GRADS_BLOCK)](g, U, u_pg, vs, lpt, lpb, v, r, term,
-                                        term if trunc is None else trunc,
-                                        v if boot is None else boot, window.contiguous(), dr, dv,
-                                        dx, db, dw, *layout, *scalars, HAS_BOOT=boot is not None,
-                                        WINDOW_FROM_BOOT=last is None, BLOCK=GRADS_BLOCK, **flags)
-    got = {"rewards": dr, "values": dv, "log_pi_target": dx, "log_pi_behavior": -dx,
-           "last_value": dw}
+    vtrace_input_grads_kernel[w.grid(GRADS_BLOCK)](
+        g, U, u_pg, vs, lpt, lpb, v, r, term, term if trunc is None else trunc,
+        v if boot is None else boot, v if last is None else last.contiguous(), dr, dv, dx, dxb,
+        db, dw, *layout, *scalars, HAS_BOOT=boot is not None,
+        HAS_WINDOW=last is not None or boot is not None, WINDOW_FROM_BOOT=last is None,
+        WANT_DXB=want_dxb, BLOCK=GRADS_BLOCK, **flags)
+    got = {"rewards": dr, "values": dv, "log_pi_target": dx, "last_value": dw}
+    if want_dxb:
+        got["log_pi_behavior"] = dxb
     if boot is not None:
         got["bootstrap_values"] = db
     return got
