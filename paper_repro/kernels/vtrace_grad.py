@@ -66,14 +66,14 @@ def vtrace_input_grads_kernel(g_ptr, U_ptr, u_pg_ptr, vs_ptr, lpt_ptr, lpb_ptr, 
                               dxb_ptr, db_ptr, dw_ptr, B, T, stride_b, stride_t, work_b, work_t,
                               gamma, gamma_lo, gl, gl_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo,
                               HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr,
-                              HAS_WINDOW: tl.constexpr, WINDOW_FROM_BOOT: tl.constexpr,
-                              WANT_DXB: tl.constexpr, TIME_MAJOR: tl.constexpr,
-                              ACC: tl.constexpr, BLOCK: tl.constexpr):
+                              WINDOW_FROM_BOOT: tl.constexpr, WANT_DXB: tl.constexpr,
+                              TIME_MAJOR: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
     """Every input's gradient from the adjoint ``g`` (``adjoints.vtrace``): ``dr = p + q``,
     ``dV = U - p - q + on_{t-1} p_{t-1}``, ``dx`` of the log-ratio through rho and c, ``db`` at
     truncations (and T-1 where the window value is ``b_{T-1}``), ``dW`` the window value's, with
-    ``p = rho g``, ``q = rho u_pg``. The behaviour log-probabilities' gradient, ``-dx``, is
-    written where ``WANT_DXB``; without ``HAS_WINDOW`` the window value is 0."""
+    ``p = rho g``, ``q = rho u_pg``. The window value is the last value, else ``b_{T-1}``
+    (``WINDOW_FROM_BOOT``), else 0; the behaviour log-probabilities' gradient, ``-dx``, is
+    written where ``WANT_DXB``."""
     b, t, here = block_steps(B, T, TIME_MAJOR, BLOCK)
     before, after = here & (t >= 1), here & (t + 1 < T)
     last = here & (t == T - 1)
@@ -97,15 +97,12 @@ def vtrace_input_grads_kernel(g_ptr, U_ptr, u_pg_ptr, vs_ptr, lpt_ptr, lpb_ptr, 
     on_p = g * (1.0 - term_p) * (1.0 - trunc_p)
     dv = tl.load(U_ptr + work, mask=here, other=0.0).to(ACC) - pq + \
         on_p * tl.minimum(ratio_p, rho_max) * adj_p
-    window = tl.zeros_like(v)  # the value after T-1: last_value, else b_{T-1}, else 0
-    if HAS_WINDOW & WINDOW_FROM_BOOT:
-        window = tl.load(boot_ptr + b * stride_b + (T - 1) * stride_t, mask=last,
-                         other=0.0).to(ACC)
-    elif HAS_WINDOW:
-        window = tl.load(window_ptr + b, mask=last, other=0.0).to(ACC)
     boot = tl.zeros_like(v)
     if HAS_BOOT:
         boot = tl.load(boot_ptr + offs, mask=here & ((trunc != 0) | last), other=0.0).to(ACC)
+    window = boot  # at T-1: b_{T-1}, or 0 without bootstrap values
+    if not WINDOW_FROM_BOOT:
+        window = tl.load(window_ptr + b, mask=last, other=0.0).to(ACC)
     nu = tl.where(last, window, (1.0 - trunc) * v_n + trunc * boot)
     eta = tl.where(last, window, (1.0 - trunc) * vs_n + trunc * boot)
     d_rho = adj * (r + keep * nu - v) + u_pg * (r + keep * eta - v)
@@ -150,8 +147,7 @@ def gradients(rows, u_vs, u_pg, vs, s, wanted):
     vtrace_input_grads_kernel[w.grid(GRADS_BLOCK)](
         g, U, u_pg, vs, lpt, lpb, v, r, term, term if trunc is None else trunc,
         v if boot is None else boot, v if last is None else last.contiguous(), dr, dv, dx, dxb,
-        db, dw, *layout, *scalars, HAS_BOOT=boot is not None,
-        HAS_WINDOW=last is not None or boot is not None, WINDOW_FROM_BOOT=last is None,
+        db, dw, *layout, *scalars, HAS_BOOT=boot is not None, WINDOW_FROM_BOOT=last is None,
         WANT_DXB=want_dxb, BLOCK=GRADS_BLOCK, **flags)
     got = {"rewards": dr, "values": dv, "log_pi_target": dx, "last_value": dw}
     if want_dxb:
