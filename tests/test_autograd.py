@@ -387,6 +387,32 @@ def test_gradients_fused_where_kernels_run(name, module, keys, layout, backend, 
         assert_close(f"d{k}", a, b, 1e-12)
 
 
+@pytest.mark.parametrize("flag_dtype", [torch.bool, torch.float64], ids=["bool", "float"])
+@pytest.mark.parametrize("layout", [LAYOUTS[0], LAYOUTS[1]], ids=lambda x: x.name)
+@pytest.mark.parametrize("name, keys", [("gae", ["r", "v"]), ("lambda_returns", ["r", "n"]),
+                                        ("discounted_returns", ["r", "boot"])])
+def test_returns_adjoint_joins_the_flags_in_its_scan(name, keys, layout, flag_dtype, backend,
+                                                     monkeypatch):
+    """GAE's and the returns' adjoint scan reads the terminations and truncations itself where
+    the kernels run (two launches a backward: no third to join the flags first), and still
+    gives the general rule's gradients."""
+    from paper_repro.kernels import adjoints
+
+    joined, join = [], adjoints._done
+    monkeypatch.setattr(adjoints, "_done", lambda *a: joined.append(1) or join(*a))
+    est = next(e for e in ESTIMATORS if e.name == name)
+    d = make_inputs(3, 37, dtype=torch.float64, flag_dtype=flag_dtype,
+                    device=device_of(backend))
+    d["trunc"][:, 5] = 1  # a step both terminated and truncated where the flags overlap
+    d["term"][:, 5] = 1
+    weights = [torch.randn(3, 37, dtype=torch.float64, device=d["r"].device) for _ in range(2)]
+    got = _grads(P, est, d, layout, keys, weights)
+    assert not joined or backend == "torch"
+    monkeypatch.setattr(adjoints, "ENABLED", False)
+    for k, a, b in zip(keys, got, _grads(P, est, d, layout, keys, weights)):
+        assert_close(f"d{k}", a, b, 1e-12)
+
+
 @pytest.mark.parametrize("textbook", [False, True], ids=["same_row", "textbook"])
 @pytest.mark.parametrize("time_dim", [-1, 0], ids=["batch_major", "time_major"])
 def test_retrace_fused_gradients_many_actions(textbook, time_dim, backend, monkeypatch):

@@ -28,7 +28,7 @@ from paper_repro.kernels import _launch as L
 from paper_repro.kernels import retrace_grad, returns_grad, vtrace_grad
 from paper_repro.kernels.affine_scan import scan_rows
 from paper_repro.kernels.autograd import scan_adjoint
-from paper_repro.kernels.eligibility_traces import _decayed_sum
+from paper_repro.kernels.eligibility_traces import reset_sum
 from paper_repro.kernels.lambda_returns import _returns
 
 ENABLED = True  # False: every op takes the general rule (tests and the backward benchmark)
@@ -44,10 +44,11 @@ def _done(term, trunc, acc):
     return torch.clamp(term.to(acc) + trunc.to(acc), max=1.0)
 
 
-def _trace(u, done, decay):
-    """The adjoint of a backward scan with ``beta_t = decay (1 - done_t)``:
-    ``g_t = u_t + decay (1 - done_{t-1}) g_{t-1}``, an eligibility trace of ``u``."""
-    return _decayed_sum(u, done, None, decay, 1.0, -1)
+def _trace(u, term, trunc, decay):
+    """The adjoint of a backward scan with ``beta_t = decay (1 - done_t)``, ``done`` the join
+    of ``term`` and ``trunc`` (None: ``term`` alone): ``g_t = u_t + decay (1 - done_{t-1})
+    g_{t-1}``, an eligibility trace of ``u``; the kernel joins the flags as it reads them."""
+    return reset_sum(u, term, None, decay, 1.0, -1, trunc)
 
 
 def _keep(done, acc):
@@ -63,7 +64,7 @@ def gae(rows, grads, outs, s, wanted):
     u = grads[0]
     acc, term, trunc = u.dtype, rows["terminateds"], rows["truncateds"]
     gamma = s["gamma"]
-    g = _trace(u, _done(term, trunc, acc), gamma * s["lambda_"])
+    g = _trace(u, term, trunc, gamma * s["lambda_"])
     if L.use_triton(u):
         return {"rewards": g, **returns_grad.gradients(rows, g, s, wanted, True, 1.0)}
     keep = _keep(term, acc)
@@ -92,10 +93,10 @@ def returns(rows, grads, outs, s, wanted):
     u = grads[0]
     acc, term, trunc = u.dtype, rows["terminateds"], rows["truncateds"]
     lam = s["lambda_"] if rows["next_values"] is not None else 1.0
-    done = _done(term, trunc, acc)
-    g = _trace(u, done, s["gamma"] * lam)
+    g = _trace(u, term, trunc, s["gamma"] * lam)
     if L.use_triton(u):
         return {"rewards": g, **returns_grad.gradients(rows, g, s, wanted, False, lam)}
+    done = _done(term, trunc, acc)
     got = {"rewards": g}
     if "next_values" in wanted:
         got["next_values"] = s["gamma"] * (1.0 - lam) * _keep(done, acc) * g

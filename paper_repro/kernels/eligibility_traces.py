@@ -35,29 +35,40 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 
 
 @triton.jit
-def decayed_inputs(x_ptr, done_ptr, offs, mask, t, row_mask, T, stride_t,
-                   PREVIOUS_DONE: tl.constexpr, FLIP: tl.constexpr):
-    """One tile's x_t and the flag that resets the sum entering t, unconverted."""
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+def reset_flags(done_ptr, offs, mask, t, row_mask, T, stride_t, PREVIOUS_DONE: tl.constexpr,
+                FLIP: tl.constexpr):
+    """One tile's flags that reset the sum entering t, unconverted."""
     if PREVIOUS_DONE:
         # "ends at": the flag at t-1 resets the sum entering step t; batch-major tiles (FLIP >
         # 1, in time order here) take it from the aligned flags' registers.
         if FLIP > 1:
-            d = neighbour_load(tl.load(done_ptr + offs, mask=mask, other=0), done_ptr, offs,
-                               mask, t, row_mask, T, stride_t, FLIP, False)
-        else:
-            d = tl.load(done_ptr + offs - stride_t, mask=mask & (t >= 1)[None, :], other=0)
-    else:
-        d = tl.load(done_ptr + offs, mask=mask, other=0)
+            return neighbour_load(tl.load(done_ptr + offs, mask=mask, other=0), done_ptr, offs,
+                                  mask, t, row_mask, T, stride_t, FLIP, False)
+        return tl.load(done_ptr + offs - stride_t, mask=mask & (t >= 1)[None, :], other=0)
+    return tl.load(done_ptr + offs, mask=mask, other=0)
+
+
+@triton.jit
+def decayed_inputs(x_ptr, done_ptr, done2_ptr, offs, mask, t, row_mask, T, stride_t,
+                   PREVIOUS_DONE: tl.constexpr, FLIP: tl.constexpr, TWO_FLAGS: tl.constexpr,
+                   ACC: tl.constexpr):
+    """One tile's x_t and the flag that resets the sum entering t (with ``TWO_FLAGS``,
+    ``min(done + done2, 1)`` in ``ACC``: the adjoints of GAE and the returns reset where a step
+    was terminated or truncated, without a launch to join the two)."""
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    d = reset_flags(done_ptr, offs, mask, t, row_mask, T, stride_t, PREVIOUS_DONE, FLIP)
+    if TWO_FLAGS:
+        d2 = reset_flags(done2_ptr, offs, mask, t, row_mask, T, stride_t, PREVIOUS_DONE, FLIP)
+        d = tl.minimum(d.to(ACC) + d2.to(ACC), 1.0)
     return x, d
 
 
 @triton.jit
-def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_ptr,
+def decayed_sum_fwd_kernel(x_ptr, done_ptr, done2_ptr, seed_ptr, out_ptr, agg_ptr, status_ptr,
                            B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                            decay, decay_lo,
                            PREVIOUS_DONE: tl.constexpr, HAS_SEED: tl.constexpr,
-                           ACC: tl.constexpr, PHASE: tl.constexpr,
+                           TWO_FLAGS: tl.constexpr, ACC: tl.constexpr, PHASE: tl.constexpr,
                            BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr,
                            PREFETCH: tl.constexpr, FLIP: tl.constexpr, ALIGN: tl.constexpr):
     B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
@@ -77,16 +88,17 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
                                      B, n_seg, carry, agg_b, carry0, False)
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, False, FLIP, against)
-        x, d = decayed_inputs(x_ptr, done_ptr, offs, mask, t, row_mask, T,
-                              stride_t, PREVIOUS_DONE, FLIP)
+        x, d = decayed_inputs(x_ptr, done_ptr, done2_ptr, offs, mask, t, row_mask, T,
+                              stride_t, PREVIOUS_DONE, FLIP, TWO_FLAGS, ACC)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, False, FLIP, against)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
                                             stride_b, stride_t, BLOCK_T, False, FLIP, against)
             if PREFETCH:
-                x_n, d_n = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, row_mask,
-                                          T, stride_t, PREVIOUS_DONE, FLIP)
+                x_n, d_n = decayed_inputs(x_ptr, done_ptr, done2_ptr, offs_n, mask_n, t_n,
+                                          row_mask, T, stride_t, PREVIOUS_DONE, FLIP,
+                                          TWO_FLAGS, ACC)
             alpha = x.to(ACC)
             beta = tl.where(mask, k * (1.0 - d.to(ACC)), 1.0)
             out, carry, agg_b, _ = sweep_tile(
@@ -97,8 +109,9 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, seed_ptr, out_ptr, agg_ptr, status_p
             if PREFETCH:
                 x, d = x_n, d_n
             else:
-                x, d = decayed_inputs(x_ptr, done_ptr, offs_n, mask_n, t_n, row_mask, T,
-                                      stride_t, PREVIOUS_DONE, FLIP)
+                x, d = decayed_inputs(x_ptr, done_ptr, done2_ptr, offs_n, mask_n, t_n,
+                                      row_mask, T, stride_t, PREVIOUS_DONE, FLIP, TWO_FLAGS,
+                                      ACC)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
@@ -123,23 +136,34 @@ def decayed_sum(name, x, dones, decay, seed_values, previous_done, time_dim, val
 
 def _decayed_sum(x: torch.Tensor, dones: torch.Tensor, seed_values: Optional[torch.Tensor],
                  decay: float, previous_done: float, time_dim: int) -> torch.Tensor:
+    return reset_sum(x, dones, seed_values, decay, previous_done, time_dim)
+
+
+def reset_sum(x, dones, seed_values, decay: float, previous_done: float, time_dim: int,
+              dones2=None):
+    """The decayed sum of ``x`` reset by ``dones`` or, where given, by ``dones2`` too
+    (``min(dones + dones2, 1)``, read in the kernel)."""
     out_dtype = L.result_dtype(x, seed_values)
     if x.numel() == 0:
         return torch.empty_like(x, dtype=out_dtype)
-    rows = L.rows_of(time_dim, x=x, dones=dones)
+    rows = L.rows_of(time_dim, x=x, dones=dones, dones2=dones2)
     seed = L.vector_rows(seed_values, rows.B)
     out = L.Output(x, time_dim, out_dtype, rows)
     if not L.use_triton(x):
-        coef = _coefficients(dict(rows.tensors, seed_values=seed),
+        flags = rows["dones"] if dones2 is None else torch.clamp(
+            rows["dones"].to(out_dtype) + rows["dones2"].to(out_dtype), max=1.0)
+        coef = _coefficients(dict(rows.tensors, dones=flags, seed_values=seed),
                              dict(decay=decay, previous_done=previous_done))
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, False))
     o = out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size())
     job = Launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(decay),
-                 (bool(previous_done), seed is not None))
-    P.launch(job, L.pointers(o, rows["x"], rows["dones"], seed, o), (x, dones, seed_values),
-             (out,))
+                 (bool(previous_done), seed is not None, dones2 is not None))
+    # without dones2 its pointer is the dones' (never read), so a recorded plan needs no slot
+    flags2 = rows["dones"] if dones2 is None else rows["dones2"]
+    P.launch(job, L.pointers(o, rows["x"], rows["dones"], flags2, seed, o),
+             (x, dones, seed_values), (out,), order=(0, 1, 1, 2))
     return out.result()
 
 
