@@ -1353,3 +1353,11 @@ def test_tile_ab_rows(monkeypatch, tmp_path):
     assert [(c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len) for c in forced_configs] == [
         (1, 512, 4, 512), (1, 512, 4, 2048), (2, 2048, 8, 2048)]
     assert not any(c.single_pass for c in forced_configs)
+    # V-trace's and Retrace's forced tiles start from their own shipped tiles
+    from paper_repro.kernels import _launch as L
+
+    cpu = torch.device("cpu")
+    assert TA.shipped_config("retrace", 4096, 2048, cpu) == L.config_for(
+        4096, 2048, (2048, 1), cpu, wide=True, retrace=True)
+    assert TA.shipped_config("retrace", 4096, 2048, cpu) != TA.shipped_config(
+        "gae", 4096, 2048, cpu)

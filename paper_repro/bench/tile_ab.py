@@ -39,12 +39,19 @@ def forced_tile(shipped: L.ScanConfig, T: int, tile: tuple[int, int, int]) -> L.
                    seg_len=-(-T // steps) * steps, single_pass=False)
 
 
+def shipped_config(algorithm: str, N: int, T: int, device) -> L.ScanConfig:
+    """The fp32 batch-major tile ``algorithm`` ships at ``N x T``: V-trace's and Retrace's
+    wide tiles (Retrace's own rules) apart from the five narrow estimators'."""
+    wide = algorithm in ("vtrace", "retrace")
+    return L.config_for(N, T, (T, 1), device, wide=wide, retrace=algorithm == "retrace")
+
+
 def _case_rows(algorithm, N, T, tiles, repeats, peer):
     from paper_repro.bench.forced import forced_time, prepared
     from paper_repro.tuning import device_time_us
 
     case, prep, want = prepared(algorithm, N, T, "fp32", "NT", "float")
-    shipped = L.config_for(N, T, (T, 1), case.args[0].device)
+    shipped = shipped_config(algorithm, N, T, case.args[0].device)
     row = dict(algorithm=algorithm, num_envs=N, seq_len=T, dtype="fp32", layout="NT")
     _, us = forced_time(prep, want, None, repeats=repeats)
     name = f"shipped {shipped.BLOCK_B}x{shipped.BLOCK_T}w{shipped.num_warps}"

@@ -9,7 +9,8 @@ return. Each input's gradient is then a few elementwise ops on ``g``, where the 
 and Retrace's its traces, so their adjoints are the engine's scan of ``u`` with beta one step on
 (``autograd.scan_adjoint``). A flag that needs its gradient (a predicted continuation given as a
 float flag) takes the general rule. Where the kernels run, the elementwise work is fused:
-GAE's and the returns' input gradients in one kernel after the scan (``returns_grad``),
+GAE's and the returns' input gradients in one kernel after the scan (``returns_grad``), whose
+adjoint scan reads the terminations and truncations apart (two launches a backward),
 V-trace's and Retrace's in one kernel before it and one after (``vtrace_grad``,
 ``retrace_grad``).
 
