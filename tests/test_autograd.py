@@ -186,15 +186,18 @@ def test_flag_gradients_take_the_general_rule(est, monkeypatch):
             assert_close(f"d{k}", a, w, 1e-9)
 
 
-HALF = [("gae", ["r", "v", "boot"]), ("vtrace", ["r", "v", "lpt", "boot"]),
+HALF = [("gae", ["r", "v", "boot"]), ("gae_last_value", ["r", "v", "last"]),
+        ("lambda_returns", ["r", "n", "boot"]), ("discounted_returns", ["r", "boot"]),
+        ("vtrace", ["r", "v", "lpt", "boot"]),
         ("retrace_next_policy", ["r", "v", "pi", "mu", "nq", "npi"])]
 
 
 @pytest.mark.parametrize("name, keys", HALF, ids=[h[0] for h in HALF])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_closed_form_half_precision(name, keys, dtype, backend, monkeypatch):
-    """16-bit inputs: the closed form (fused kernels where they run) accumulates in fp32 and
-    returns each input's dtype, as the general rule does."""
+    """16-bit inputs: the closed form (fused kernels where they run, reading 16-bit upstream
+    gradients and writing 16-bit gradients themselves) accumulates in fp32 and returns each
+    input's dtype, as the general rule does."""
     from paper_repro.kernels import adjoints
 
     d = make_inputs(3, 17, dtype=dtype, device=device_of(backend))

@@ -37,10 +37,13 @@ class Work:
         self.acc, self.device = acc, like.device
         self.time_major = L.is_time_major(like.stride())
 
-    def empty(self) -> torch.Tensor:
+    def empty(self, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Uninitialised, of ``dtype`` (default ``acc``): a kernel storing a gradient in its
+        input's dtype rounds as ``.to`` would, with no conversion launch."""
+        dtype = dtype or self.acc
         if self.time_major:
-            return torch.empty(self.T, self.B, dtype=self.acc, device=self.device).t()
-        return torch.empty(self.B, self.T, dtype=self.acc, device=self.device)
+            return torch.empty(self.T, self.B, dtype=dtype, device=self.device).t()
+        return torch.empty(self.B, self.T, dtype=dtype, device=self.device)
 
     def dense(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` itself where it already has the work strides, else a dense copy."""

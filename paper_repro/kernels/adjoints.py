@@ -45,11 +45,12 @@ def _done(term, trunc, acc):
     return torch.clamp(term.to(acc) + trunc.to(acc), max=1.0)
 
 
-def _trace(u, term, trunc, decay):
+def _trace(u, term, trunc, decay, acc):
     """The adjoint of a backward scan with ``beta_t = decay (1 - done_t)``, ``done`` the join
     of ``term`` and ``trunc`` (None: ``term`` alone): ``g_t = u_t + decay (1 - done_{t-1})
-    g_{t-1}``, an eligibility trace of ``u``; the kernel joins the flags as it reads them."""
-    return reset_sum(u, term, None, decay, 1.0, -1, trunc)
+    g_{t-1}``, an eligibility trace of ``u`` in ``acc``; the kernel joins the flags as it reads
+    them."""
+    return reset_sum(u, term, None, decay, 1.0, -1, trunc, acc)
 
 
 def _keep(done, acc):
@@ -63,11 +64,11 @@ def gae(rows, grads, outs, s, wanted):
     if wanted & FLAGS:
         return None
     u = grads[0]
-    acc, term, trunc = u.dtype, rows["terminateds"], rows["truncateds"]
+    acc, term, trunc = L.acc_dtype(u.dtype), rows["terminateds"], rows["truncateds"]
     gamma = s["gamma"]
-    g = _trace(u, term, trunc, gamma * s["lambda_"])
+    g = _trace(u, term, trunc, gamma * s["lambda_"], acc)
     if L.use_triton(u):
-        return {"rewards": g, **returns_grad.gradients(rows, g, s, wanted, True, 1.0)}
+        return returns_grad.gradients(rows, g, s, wanted, True, 1.0)
     keep = _keep(term, acc)
     got = {"rewards": g}
     if "values" in wanted:
@@ -92,11 +93,11 @@ def returns(rows, grads, outs, s, wanted):
     if wanted & FLAGS:
         return None
     u = grads[0]
-    acc, term, trunc = u.dtype, rows["terminateds"], rows["truncateds"]
+    acc, term, trunc = L.acc_dtype(u.dtype), rows["terminateds"], rows["truncateds"]
     lam = s["lambda_"] if rows["next_values"] is not None else 1.0
-    g = _trace(u, term, trunc, s["gamma"] * lam)
+    g = _trace(u, term, trunc, s["gamma"] * lam, acc)
     if L.use_triton(u):
-        return {"rewards": g, **returns_grad.gradients(rows, g, s, wanted, False, lam)}
+        return returns_grad.gradients(rows, g, s, wanted, False, lam)
     done = _done(term, trunc, acc)
     got = {"rewards": g}
     if "next_values" in wanted:
@@ -252,3 +253,5 @@ def affine_scan(rows, grads, outs, s, wanted):
 
 RULES = {"gae": gae, "returns": returns, "decayed_sum": decayed_sum, "vtrace": vtrace,
          "retrace": retrace, "affine_scan": affine_scan}
+READS_OUTPUTS = {"vtrace", "retrace", "affine_scan"}  # the others are passed no outputs
+RAW_UPSTREAM = {"gae", "returns"}  # upstream gradients in their own dtype where kernels run

@@ -222,10 +222,14 @@ def _closed_form(spec, tensors, outs, grads, needs, scalar_values, time_dim):
     acc = L.acc_dtype(L.result_dtype(*[x for name, x in zip(spec.tensors, tensors)
                                        if name not in adjoints.FLAGS]))
     like = rows[spec.like]
-    upstream = [torch.zeros_like(like, dtype=acc) if g is None else L.to_rows(g, f.axis).to(acc)
-                for g in grads]
+    # rules whose kernels read 16-bit upstream gradients themselves take them unconverted
+    raw = spec.name in adjoints.RAW_UPSTREAM and L.use_triton(like)
+    upstream = [torch.zeros_like(like, dtype=acc) if g is None else
+                L.to_rows(g, f.axis) if raw else L.to_rows(g, f.axis).to(acc) for g in grads]
     wanted = {name for name, need in zip(spec.tensors, needs) if need}
-    got = rule(rows, upstream, [L.to_rows(o, f.axis).to(acc) for o in outs], f.scalars, wanted)
+    outs = [L.to_rows(o, f.axis).to(acc) for o in outs] \
+        if spec.name in adjoints.READS_OUTPUTS else []
+    got = rule(rows, upstream, outs, f.scalars, wanted)
     if got is None:
         return None
     out = []

@@ -140,10 +140,11 @@ def _decayed_sum(x: torch.Tensor, dones: torch.Tensor, seed_values: Optional[tor
 
 
 def reset_sum(x, dones, seed_values, decay: float, previous_done: float, time_dim: int,
-              dones2=None):
+              dones2=None, out_dtype=None):
     """The decayed sum of ``x`` reset by ``dones`` or, where given, by ``dones2`` too
-    (``min(dones + dones2, 1)``, read in the kernel)."""
-    out_dtype = L.result_dtype(x, seed_values)
+    (``min(dones + dones2, 1)``, read in the kernel), in ``out_dtype`` (default ``x``'s and the
+    seed's: an adjoint of 16-bit upstream gradients is kept in float32 without a conversion)."""
+    out_dtype = out_dtype or L.result_dtype(x, seed_values)
     if x.numel() == 0:
         return torch.empty_like(x, dtype=out_dtype)
     rows = L.rows_of(time_dim, x=x, dones=dones, dones2=dones2)

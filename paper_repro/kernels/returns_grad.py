@@ -15,10 +15,11 @@ from paper_repro.kernels.affine_scan import TL_ACC
 
 
 @triton.jit
-def returns_input_grads_kernel(g_ptr, term_ptr, trunc_ptr, dv_ptr, db_ptr, dlast_ptr, B, T,
-                               stride_b, stride_t, work_b, work_t, gamma, gamma_lo, lam, lam_lo,
-                               GAE: tl.constexpr, HAS_TRUNC: tl.constexpr,
-                               WANT_DV: tl.constexpr, WANT_DB: tl.constexpr,
+def returns_input_grads_kernel(g_ptr, term_ptr, trunc_ptr, dr_ptr, dv_ptr, db_ptr, dlast_ptr,
+                               B, T, stride_b, stride_t, work_b, work_t, gamma, gamma_lo, lam,
+                               lam_lo, GAE: tl.constexpr, HAS_TRUNC: tl.constexpr,
+                               WANT_DR: tl.constexpr, WANT_DV: tl.constexpr,
+                               WANT_DB: tl.constexpr,
                                TIME_MAJOR: tl.constexpr,
                                ACC: tl.constexpr, BLOCK: tl.constexpr):
     """GAE (``GAE``): ``dV_t = -g_t + gamma (1 - term_{t-1})(1 - trunc_{t-1}) g_{t-1}``,
@@ -32,6 +33,8 @@ def returns_input_grads_kernel(g_ptr, term_ptr, trunc_ptr, dv_ptr, db_ptr, dlast
     offs = b * stride_b + t * stride_t
     gm, lm = acc_scalar(gamma, gamma_lo, ACC), acc_scalar(lam, lam_lo, ACC)
     adj = tl.load(g_ptr + work, mask=here, other=0.0).to(ACC)
+    if WANT_DR:  # the rewards' gradient is g itself, here rounded to their 16-bit dtype
+        tl.store(dr_ptr + work, adj, mask=here)
     term = tl.load(term_ptr + offs, mask=here, other=0).to(ACC)
     trunc = tl.zeros_like(term)
     if HAS_TRUNC:
@@ -59,22 +62,28 @@ def returns_input_grads_kernel(g_ptr, term_ptr, trunc_ptr, dv_ptr, db_ptr, dlast
 
 
 def gradients(rows, g, s, wanted, gae: bool, lam: float):
-    """``{name: gradient}`` of GAE's (``gae``) or the λ-returns' inputs other than the rewards
-    (whose gradient is ``g``) from the adjoint ``g`` (rows, accumulation dtype), ``wanted``
-    only: one launch. ``lam``: the λ-returns' lambda (1 for discounted returns)."""
+    """``{name: gradient}`` of GAE's (``gae``) or the λ-returns' inputs from the adjoint ``g``
+    (rows, accumulation dtype; the rewards' gradient is ``g`` itself), ``wanted`` only, each in
+    its input's dtype: one launch. ``lam``: the λ-returns' lambda (1 for
+    discounted returns)."""
     term, trunc = rows["terminateds"], rows["truncateds"]
     w = Work(term, g.dtype)
     g = w.dense(g)
     first = "values" if gae else "next_values"
     want_dv, want_db = first in wanted, "bootstrap_values" in wanted
-    dv = w.empty() if want_dv else g
-    db = w.empty() if want_db else g
-    dlast = torch.empty(w.B, dtype=g.dtype, device=g.device) if gae else g
+    want_dr = "rewards" in wanted and rows["rewards"].dtype != g.dtype
+    dr = w.empty(rows["rewards"].dtype) if want_dr else g
+    dv = w.empty(rows[first].dtype) if want_dv else g
+    db = w.empty(rows["bootstrap_values"].dtype) if want_db else g
+    last = rows["last_value"] if gae else None
+    dlast = torch.empty(w.B, dtype=g.dtype if last is None else last.dtype,
+                        device=g.device) if gae else g
     returns_input_grads_kernel[w.grid()](
-        g, term, term if trunc is None else trunc, dv, db, dlast, w.B, w.T, *term.stride(),
+        g, term, term if trunc is None else trunc, dr, dv, db, dlast, w.B, w.T, *term.stride(),
         *g.stride(), *L.scalar_pairs(s["gamma"], lam), GAE=gae, HAS_TRUNC=trunc is not None,
-        WANT_DV=want_dv, WANT_DB=want_db, TIME_MAJOR=w.time_major, ACC=TL_ACC[g.dtype], BLOCK=BLOCK)
-    got = {}
+        WANT_DR=want_dr, WANT_DV=want_dv, WANT_DB=want_db, TIME_MAJOR=w.time_major,
+        ACC=TL_ACC[g.dtype], BLOCK=BLOCK)
+    got = {"rewards": dr}
     if want_dv:
         got[first] = dv
     if want_db:
