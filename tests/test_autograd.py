@@ -192,9 +192,10 @@ HALF = [("gae", ["r", "v", "boot"]), ("gae_last_value", ["r", "v", "last"]),
         ("retrace_next_policy", ["r", "v", "pi", "mu", "nq", "npi"])]
 
 
+@pytest.mark.parametrize("layout", [LAYOUTS[0], LAYOUTS[1]], ids=lambda x: x.name)
 @pytest.mark.parametrize("name, keys", HALF, ids=[h[0] for h in HALF])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_closed_form_half_precision(name, keys, dtype, backend, monkeypatch):
+def test_closed_form_half_precision(name, keys, dtype, layout, backend, monkeypatch):
     """16-bit inputs: the closed form (fused kernels where they run, reading 16-bit upstream
     gradients and writing 16-bit gradients themselves) accumulates in fp32 and returns each
     input's dtype, as the general rule does."""
@@ -204,12 +205,26 @@ def test_closed_form_half_precision(name, keys, dtype, backend, monkeypatch):
     est = next(e for e in ESTIMATORS if e.name == name)
     weights = [torch.randn(3, 17, device=d["r"].device).to(dtype)
                for _ in range(2 if est.kernel in ("vtrace", "retrace") else 1)]
-    got = _grads(P, est, d, LAYOUTS[0], keys, weights)
+    got = _grads(P, est, d, layout, keys, weights)
     monkeypatch.setattr(adjoints, "ENABLED", False)
-    general = _grads(P, est, d, LAYOUTS[0], keys, weights)
+    general = _grads(P, est, d, layout, keys, weights)
     for k, a, b in zip(keys, got, general):
         assert a.dtype == dtype
         assert_close(f"d{k}", a.float(), b.double(), 1e-2)
+
+
+def test_upstream_rows_raw_only_where_batch_major():
+    """A rule that reads 16-bit upstream gradients itself gets batch-major rows unconverted;
+    time-major rows, and every rule that does not, get them in the accumulation dtype."""
+    from paper_repro.kernels.autograd import _upstream
+
+    rows = torch.randn(4, 6).to(torch.bfloat16)
+    time_major = torch.randn(6, 4).to(torch.bfloat16).t()
+    assert _upstream(rows, torch.float32, True) is rows
+    assert _upstream(rows, torch.float32, False).dtype == torch.float32
+    got = _upstream(time_major, torch.float32, True)
+    assert got.dtype == torch.float32 and got.stride() == time_major.stride()
+    assert torch.equal(got, time_major.float())
 
 
 def test_second_derivatives_outside_torch_func_raise():
