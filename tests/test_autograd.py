@@ -188,12 +188,14 @@ def test_flag_gradients_take_the_general_rule(est, monkeypatch):
 
 HALF = [("gae", ["r", "v", "boot"]), ("gae_last_value", ["r", "v", "last"]),
         ("lambda_returns", ["r", "n", "boot"]), ("discounted_returns", ["r", "boot"]),
+        ("eligibility_traces", ["r"]), ("eligibility_traces", ["r", "seed"]),
+        ("prefix_sum_ends_at", ["r"]), ("prefix_sum_starts_at", ["r", "seed"]),
         ("vtrace", ["r", "v", "lpt", "boot"]),
         ("retrace_next_policy", ["r", "v", "pi", "mu", "nq", "npi"])]
 
 
 @pytest.mark.parametrize("layout", [LAYOUTS[0], LAYOUTS[1]], ids=lambda x: x.name)
-@pytest.mark.parametrize("name, keys", HALF, ids=[h[0] for h in HALF])
+@pytest.mark.parametrize("name, keys", HALF, ids=["-".join([h[0], *h[1]]) for h in HALF])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_closed_form_half_precision(name, keys, dtype, layout, backend, monkeypatch):
     """16-bit inputs: the closed form (fused kernels where they run, reading 16-bit upstream

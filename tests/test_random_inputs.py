@@ -382,7 +382,7 @@ def _h200_tiles():
 
     found = {}
     for (N, T) in SHAPES + [(4096, 16), (32768, 64), (4096, 32), (64, 32768), (256, 8192),
-                            (512, 2048)]:
+                            (512, 2048), (256, 4096)]:
         for tm in (False, True):
             for wide, retrace, kernels in ((False, False, NARROW), (True, False, {"vtrace"}),
                                            (True, True, {"retrace"})):
@@ -506,17 +506,46 @@ def test_heuristic_tiles_launchable(time_major):
 
 
 def test_heuristic_rows_up_to_2048_steps_in_one_tile():
-    """fp32 rows of 1025-2048 steps of the estimators with few inputs take one 2048-step tile
-    in 8 warps, a row a program; 16-bit rows, V-trace's and Retrace's still walk smaller tiles,
-    and rows as many as 32 an SM keep the 32x128 tiles."""
+    """fp32 rows of 1025-2048 steps take one 2048-step tile, a row a program: the estimators
+    with few inputs and Retrace (from more than two rows an SM) in 8 warps, V-trace (from five
+    rows) in 16;
+    16-bit rows still walk smaller tiles, and rows as many as 32 an SM keep the 32x128 tiles."""
+    def tile(N, T, wide=False, retrace=False, itemsize=4):
+        c = L.choose_config(N, T, False, 132, wide, retrace, itemsize)
+        return c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len
+
     for N, T in ((4, 2048), (128, 2048), (512, 2048), (4096, 2048), (512, 1500)):
-        c = L.choose_config(N, T, False, 132, False)
-        assert (c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len) == (1, 2048, 8, 2048), (N, T)
-    assert L.choose_config(512, 2048, False, 132, False, itemsize=2).BLOCK_T == 1024
-    assert L.choose_config(512, 2048, False, 132, True).BLOCK_T < 2048
-    assert L.choose_config(512, 2048, False, 132, True, True).BLOCK_T < 2048
+        assert tile(N, T) == (1, 2048, 8, 2048), (N, T)
+        if N > 4:  # V-trace's rows of up to four (not timed in one tile) walk
+            assert tile(N, T, wide=True) == (1, 2048, 16, 2048), (N, T)
+    assert tile(2, 2048, wide=True)[1] == 512
+    for N in (512, 1024, 4096):
+        assert tile(N, 2048, True, True) == (1, 2048, 8, 2048), N
+    assert tile(128, 2048, True, True) == (1, 2048, 16, 2048)  # a row an SM: 16 warps, as before
+    assert tile(512, 2048, itemsize=2)[1] == 1024
+    assert tile(512, 2048, True, itemsize=2)[1] < 2048
+    assert tile(512, 2048, True, True, itemsize=2)[1] < 2048
     assert L.choose_config(8192, 2048, False, 132, False).BLOCK_B == 32
     assert L.choose_config(512, 1024, False, 132, False).BLOCK_T == 1024
+
+
+def test_heuristic_few_rows_of_4096_steps_in_one_tile():
+    """fp32 rows of 3073-4096 steps of the estimators with few inputs, up to two an SM, take
+    one 4096-step tile in 8 warps; more rows, V-trace's, Retrace's, 16-bit rows, shorter rows
+    and up to four rows (split in time) do not."""
+    def tile(N, T, wide=False, retrace=False, itemsize=4, sms=132):
+        c = L.choose_config(N, T, False, sms, wide, retrace, itemsize)
+        return c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len
+
+    for N, T in ((8, 4096), (64, 4096), (256, 4096), (264, 4096), (64, 3500)):
+        assert tile(N, T) == (1, 4096, 8, 4096), (N, T)
+    assert tile(265, 4096)[1] == 1024
+    assert tile(512, 4096, sms=256) == (1, 4096, 8, 4096)  # two rows an SM of a larger GPU
+    assert tile(256, 3000)[1] == 1024
+    assert tile(256, 4096, True)[1] < 4096
+    assert tile(256, 4096, True, True)[1] < 4096
+    assert tile(256, 4096, itemsize=2)[1] < 4096
+    assert L.choose_config(4, 4096, False, 132, False).single_pass
 
 
 def test_heuristic_splits():
@@ -799,7 +828,7 @@ def test_prefetch_rule():
     """Prefetch where a program walks several tiles with few warps, not for one tile per
     program nor at 16 warps (where the H200 probe measured it slower)."""
     assert L.prefetch(L.choose_config(2, 1048576, False, 132, False))  # up to four rows, split
-    assert L.prefetch(L.choose_config(256, 2048, False, 132, True))  # V-trace walking rows
+    assert L.prefetch(L.choose_config(256, 4096, False, 132, True))  # V-trace walking rows
     assert not L.prefetch(L.choose_config(64, 131072, False, 132, False))  # a tile a program
     assert L.prefetch(L.choose_config(512, 4096, False, 132, False))  # one pass, 4 tiles
     assert not L.prefetch(L.choose_config(4096, 128, False, 132, False))  # one tile

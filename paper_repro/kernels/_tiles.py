@@ -123,8 +123,21 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
         # fp32 from more than four rows an SM in 256-step tiles in 2 (4096x2048 174.5 ->
         # 154.9, 8192x4096 682 -> 605; 1024x1024 24.1 -> 23.1).
         BLOCK_B, BLOCK_T, num_warps = 1, 512, 4
-        if itemsize == 4 and 4 * sms < B:
+        if itemsize == 4 and 1024 < T <= 2048:
+            # fp32 rows of up to 2048 steps in one tile of 8 warps (H100, tile_2048_wide.csv:
+            # 512-4096 rows 0.92-0.94x the time, 4096x2048 203.4 -> 186.4 us)
+            BLOCK_T, num_warps = 2048, 8
+        elif itemsize == 4 and 4 * sms < B:
             BLOCK_T, num_warps = 256, 2
+    elif wide and not retrace and itemsize == 4 and 1024 < T <= 2048 and B > 4:
+        # V-trace's fp32 rows in one 2048-step tile of 16 warps (H100, tile_2048_wide.csv, two
+        # runs: 0.90-0.98x the time at 128-4096 rows; 8 warps lost at 512 rows, 1.02-1.03x).
+        BLOCK_B, BLOCK_T, num_warps = 1, 2048, 16
+    elif not wide and itemsize == 4 and 3072 < T <= 4096 and 2 * sms >= B:
+        # Up to two rows an SM, one fp32 tile of 4096 steps in 8 warps (H100, tile_4096.csv,
+        # 32-256 rows: 0.72-0.99x the time of the 1024-step walk, eligibility traces 64x4096
+        # 3.79 -> 2.91 us against rl-triton's 2.93; 384 rows 0.93-1.11x, 512 up to 1.33x).
+        BLOCK_B, BLOCK_T, num_warps = 1, 4096, 8
     elif not wide and itemsize == 4 and 1024 < T <= 2048:
         # One fp32 tile of 2048 steps in 8 warps, no walk (H100, data/h100/tile_2048.csv, against
         # two 1024-step tiles in 4: 128-1024 rows 0.81-0.94x the time, 512x2048 prefix sum 3.94

@@ -30,7 +30,7 @@ from paper_repro.kernels import retrace_grad, returns_grad, vtrace_grad
 from paper_repro.kernels.affine_scan import scan_rows
 from paper_repro.kernels.autograd import scan_adjoint
 from paper_repro.kernels.eligibility_traces import reset_sum
-from paper_repro.kernels.lambda_returns import _returns
+from paper_repro.kernels.lambda_returns import _returns, decayed_returns
 
 ENABLED = True  # False: every op takes the general rule (tests and the backward benchmark)
 FLAGS = {"terminateds", "truncateds", "dones", "actions"}
@@ -116,10 +116,14 @@ def decayed_sum(rows, grads, outs, s, wanted):
     if wanted & FLAGS:
         return None
     u, d, k = grads[0], rows["dones"], s["decay"]
-    acc = u.dtype
-    if s["previous_done"] and d.dtype == torch.bool:
+    acc = L.acc_dtype(u.dtype)
+    if s["previous_done"] and L.use_triton(u):
+        # one launch, any flag dtype; dx in x's dtype straight away unless dseed needs g_0
+        g = decayed_returns(u, d, k, acc if "seed_values" in wanted else rows["x"].dtype)
+    elif s["previous_done"] and d.dtype == torch.bool:
         g = _returns(u, None, d, None, None, k, 1.0, -1)  # exact: min(d, 1) = d
     else:
+        u = u.to(acc)
         if s["previous_done"]:
             beta = k * _keep(d, acc)
         else:
@@ -254,4 +258,5 @@ def affine_scan(rows, grads, outs, s, wanted):
 RULES = {"gae": gae, "returns": returns, "decayed_sum": decayed_sum, "vtrace": vtrace,
          "retrace": retrace, "affine_scan": affine_scan}
 READS_OUTPUTS = {"vtrace", "retrace", "affine_scan"}  # the others are passed no outputs
-RAW_UPSTREAM = {"gae", "returns"}  # upstream gradients in their own dtype where kernels run
+# rules given upstream gradients in their own dtype where kernels run (batch-major rows)
+RAW_UPSTREAM = {"gae", "returns", "decayed_sum"}

@@ -64,7 +64,7 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
                        B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                        gamma, gamma_lo, lam, lam_lo,
                        HAS_NEXT: tl.constexpr, HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr,
-                       ACC: tl.constexpr, PHASE: tl.constexpr,
+                       RAW_DONE: tl.constexpr, ACC: tl.constexpr, PHASE: tl.constexpr,
                        BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr,
                        FLIP: tl.constexpr, ALIGN: tl.constexpr):
     B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
@@ -97,7 +97,10 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
                 r_n, n_n, term_n, trunc_n = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr,
                                                            offs_n, mask_n, HAS_NEXT, HAS_TRUNC)
             done, cut = term.to(ACC), trunc.to(ACC)
-            keep = 1.0 - tl.minimum(done + cut, 1.0)
+            if RAW_DONE:  # the decayed sums' adjoint: beta = gamma (1 - d), d as given
+                keep = 1.0 - done
+            else:
+                keep = 1.0 - tl.minimum(done + cut, 1.0)
             alpha = r.to(ACC)
             if HAS_NEXT:
                 alpha += g * (1.0 - lam_) * keep * n.to(ACC)
@@ -145,7 +148,22 @@ def _returns(rewards: torch.Tensor, next_values: Optional[torch.Tensor],
              terminateds: torch.Tensor, truncateds: Optional[torch.Tensor],
              bootstrap_values: Optional[torch.Tensor], gamma: float, lambda_: float,
              time_dim: int) -> torch.Tensor:
-    out_dtype = L.result_dtype(rewards, next_values, bootstrap_values)
+    return returns_rows(rewards, next_values, terminateds, truncateds, bootstrap_values, gamma,
+                        lambda_, time_dim)
+
+
+def decayed_returns(x, dones, decay: float, out_dtype) -> torch.Tensor:
+    """``g_t = x_t + decay (1 - d_t) g_{t+1}`` of ``[B, T]`` rows, ``d`` as given (no clamp to
+    [0, 1]), in ``out_dtype``: the eligibility traces' and prefix sums' adjoint in one launch."""
+    return returns_rows(x, None, dones, None, None, decay, 1.0, -1, raw_done=True,
+                        out_dtype=out_dtype)
+
+
+def returns_rows(rewards, next_values, terminateds, truncateds, bootstrap_values, gamma: float,
+                 lambda_: float, time_dim: int, raw_done: bool = False, out_dtype=None):
+    """The returns' launch; ``raw_done``: beta from the terminations unclamped (no truncations),
+    ``out_dtype``: default the values' promoted dtype."""
+    out_dtype = out_dtype or L.result_dtype(rewards, next_values, bootstrap_values)
     if rewards.numel() == 0:
         return torch.empty_like(rewards, dtype=out_dtype)
     rows = L.rows_of(time_dim, rewards=rewards, next_values=next_values,
@@ -154,6 +172,8 @@ def _returns(rewards: torch.Tensor, next_values: Optional[torch.Tensor],
     out = L.Output(rewards, time_dim, out_dtype, rows)
     if not L.use_triton(rewards):
         coef = _coefficients(rows.tensors, dict(gamma=gamma, lambda_=lambda_))
+        if raw_done:
+            coef = coef._replace(beta=gamma * (1 - rows["terminateds"].to(coef.alpha.dtype)))
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
     o = out.rows
     no_values = next_values is None
@@ -162,7 +182,8 @@ def _returns(rewards: torch.Tensor, next_values: Optional[torch.Tensor],
     t = rows.tensors
     job = Launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
-                 (next_values is not None, truncateds is not None, bootstrap_values is not None),
+                 (next_values is not None, truncateds is not None, bootstrap_values is not None,
+                  raw_done),
                  look_back_tile=False)
     pointers = L.pointers(o, t["rewards"], t["next_values"], t["terminateds"], t["truncateds"],
                           t["bootstrap_values"], o)
