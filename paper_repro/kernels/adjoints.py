@@ -118,8 +118,11 @@ def decayed_sum(rows, grads, outs, s, wanted):
     u, d, k = grads[0], rows["dones"], s["decay"]
     acc = L.acc_dtype(u.dtype)
     if s["previous_done"] and L.use_triton(u):
-        # one launch, any flag dtype; dx in x's dtype straight away unless dseed needs g_0
-        g = decayed_returns(u, d, k, acc if "seed_values" in wanted else rows["x"].dtype)
+        # one launch, any flag dtype; dx in x's dtype straight away where the upstream gradient
+        # has it too (a tile for one value size) and dseed does not need g_0
+        x_dtype = rows["x"].dtype
+        g = decayed_returns(u, d, k, x_dtype if u.dtype == x_dtype and
+                            "seed_values" not in wanted else acc)
     elif s["previous_done"] and d.dtype == torch.bool:
         g = _returns(u, None, d, None, None, k, 1.0, -1)  # exact: min(d, 1) = d
     else:
