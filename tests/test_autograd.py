@@ -215,16 +215,22 @@ def test_closed_form_half_precision(name, keys, dtype, layout, backend, monkeypa
         assert_close(f"d{k}", a.float(), b.double(), 1e-2)
 
 
-def test_upstream_rows_raw_only_where_batch_major():
-    """A rule that reads 16-bit upstream gradients itself gets batch-major rows unconverted;
-    time-major rows, and every rule that does not, get them in the accumulation dtype."""
+def test_upstream_rows_raw_only_where_the_rule_reads_them():
+    """A rule whose kernels read 16-bit upstream gradients themselves gets them unconverted:
+    V-trace's (elementwise kernels only) in any layout, the scans' batch-major rows only;
+    time-major rows of a scan, and every rule without kernels, get them in the accumulation
+    dtype."""
+    from paper_repro.kernels import adjoints
     from paper_repro.kernels.autograd import _upstream
 
+    assert adjoints.RAW_UPSTREAM["vtrace"] == "any"
+    assert adjoints.RAW_UPSTREAM["gae"] == adjoints.RAW_UPSTREAM["returns"] == "batch_major"
     rows = torch.randn(4, 6).to(torch.bfloat16)
     time_major = torch.randn(6, 4).to(torch.bfloat16).t()
-    assert _upstream(rows, torch.float32, True) is rows
-    assert _upstream(rows, torch.float32, False).dtype == torch.float32
-    got = _upstream(time_major, torch.float32, True)
+    assert _upstream(rows, torch.float32, "batch_major") is rows
+    assert _upstream(time_major, torch.float32, "any") is time_major
+    assert _upstream(rows, torch.float32, None).dtype == torch.float32
+    got = _upstream(time_major, torch.float32, "batch_major")
     assert got.dtype == torch.float32 and got.stride() == time_major.stride()
     assert torch.equal(got, time_major.float())
 

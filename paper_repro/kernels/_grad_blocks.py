@@ -46,9 +46,9 @@ class Work:
         return torch.empty(self.B, self.T, dtype=dtype, device=self.device)
 
     def dense(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` itself where it already has the work strides, else a dense copy."""
+        """``x`` itself where it already has the work strides, else a dense copy in its dtype."""
         strides = (1, self.B) if self.time_major else (self.T, 1)
-        return x if x.stride() == strides else self.empty().copy_(x)
+        return x if x.stride() == strides else self.empty(x.dtype).copy_(x)
 
     def grid(self, block: int = BLOCK) -> tuple:
         return (triton.cdiv(self.B * self.T, block),)

@@ -153,7 +153,7 @@ def vtrace(rows, grads, outs, s, wanted):
     vs = outs[0]
     if L.use_triton(u_vs):
         return vtrace_grad.gradients(rows, u_vs, u_pg, vs, s, wanted)
-    acc, gamma = u_vs.dtype, s["gamma"]
+    acc, gamma = L.acc_dtype(u_vs.dtype), s["gamma"]
     term, trunc = rows["terminateds"], rows["truncateds"]
     boot, last = rows["bootstrap_values"], rows["last_value"]
     v, r = rows["values"].to(acc), rows["rewards"].to(acc)
@@ -261,5 +261,7 @@ def affine_scan(rows, grads, outs, s, wanted):
 RULES = {"gae": gae, "returns": returns, "decayed_sum": decayed_sum, "vtrace": vtrace,
          "retrace": retrace, "affine_scan": affine_scan}
 READS_OUTPUTS = {"vtrace", "retrace", "affine_scan"}  # the others are passed no outputs
-# rules given upstream gradients in their own dtype where kernels run (batch-major rows)
-RAW_UPSTREAM = {"gae", "returns", "decayed_sum"}
+# Rules given upstream gradients (and outputs) in their own dtype where kernels run: in any
+# layout where only elementwise kernels read them, batch-major rows where a scan does.
+RAW_UPSTREAM = {"gae": "batch_major", "returns": "batch_major", "decayed_sum": "batch_major",
+                "vtrace": "any"}

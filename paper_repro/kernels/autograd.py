@@ -207,12 +207,13 @@ class _Calculus:
                                self.rows_from(values)).to(dtype)
 
 
-def _upstream(rows: torch.Tensor, acc: torch.dtype, raw: bool) -> torch.Tensor:
-    """Upstream gradient rows for a closed-form rule: in ``acc``, or unconverted (``raw``) for
-    a rule whose kernels read 16-bit gradients themselves. Time-major rows are converted all
-    the same: read in 16 bits by the float32 tiles' interleaved runs, an adjoint scan took
-    twice the instructions and spilled (H100, 64 x 131072 bf16: 367 us against fp32's 88)."""
-    if raw and not L.is_time_major(rows.stride()):
+def _upstream(rows: torch.Tensor, acc: torch.dtype, raw: str | None) -> torch.Tensor:
+    """Gradient or output rows for a closed-form rule: in ``acc``, or unconverted where the
+    rule's kernels read 16 bits themselves (``raw``: ``"any"`` layout, or ``"batch_major"``
+    only). An adjoint scan fed time-major 16-bit rows reads them in the float32 tiles'
+    interleaved runs: twice the instructions and spills (H100, 64 x 131072 bf16: 367 us against
+    fp32's 88), so those rules get them converted."""
+    if raw == "any" or (raw and not L.is_time_major(rows.stride())):
         return rows
     return rows.to(acc)
 
@@ -232,11 +233,11 @@ def _closed_form(spec, tensors, outs, grads, needs, scalar_values, time_dim):
     acc = L.acc_dtype(L.result_dtype(*[x for name, x in zip(spec.tensors, tensors)
                                        if name not in adjoints.FLAGS]))
     like = rows[spec.like]
-    raw = spec.name in adjoints.RAW_UPSTREAM and L.use_triton(like)
+    raw = adjoints.RAW_UPSTREAM.get(spec.name) if L.use_triton(like) else None
     upstream = [torch.zeros_like(like, dtype=acc) if g is None else
                 _upstream(L.to_rows(g, f.axis), acc, raw) for g in grads]
     wanted = {name for name, need in zip(spec.tensors, needs) if need}
-    outs = [L.to_rows(o, f.axis).to(acc) for o in outs] \
+    outs = [_upstream(L.to_rows(o, f.axis), acc, raw) for o in outs] \
         if spec.name in adjoints.READS_OUTPUTS else []
     got = rule(rows, upstream, outs, f.scalars, wanted)
     if got is None:

@@ -122,11 +122,12 @@ def vtrace_input_grads_kernel(g_ptr, U_ptr, u_pg_ptr, vs_ptr, lpt_ptr, lpb_ptr, 
 
 def gradients(rows, u_vs, u_pg, vs, s, wanted):
     """``{name: gradient}`` of V-trace's inputs (``[B, T]`` rows of ``L.rows_of``, ``[B]`` for
-    the last value) from the upstream gradients ``u_vs``, ``u_pg`` and the output ``vs`` (rows,
-    accumulation dtype): two launches and the engine's scan, nothing else. The work tensors are
+    the last value), each in its input's dtype, from the upstream gradients ``u_vs``, ``u_pg``
+    and the output ``vs`` (rows, any float dtype: the kernels read and accumulate them in
+    float32 or float64): two launches and the engine's scan, nothing else. The work tensors are
     dense in the inputs' order (time-major or not); the behaviour log-probabilities' gradient
     is written only where ``wanted``."""
-    acc = u_vs.dtype
+    acc = L.acc_dtype(u_vs.dtype)
     lpt, lpb, v, r, term = (rows[k] for k in ("log_pi_target", "log_pi_behavior", "values",
                                               "rewards", "terminateds"))
     trunc, boot, last = rows["truncateds"], rows["bootstrap_values"], rows["last_value"]
@@ -140,10 +141,12 @@ def gradients(rows, u_vs, u_pg, vs, s, wanted):
                                            term if trunc is None else trunc, U, beta, *layout,
                                            *scalars, BLOCK=BLOCK, **flags)
     g = scan_rows(U, beta, None, False, w.empty())
-    dr, dv, dx = w.empty(), w.empty(), w.empty()
+    # each gradient in its input's dtype, rounded once in the kernel's store
+    dr, dv, dx = w.empty(r.dtype), w.empty(v.dtype), w.empty(lpt.dtype)
     want_dxb = "log_pi_behavior" in wanted
-    dxb = w.empty() if want_dxb else dx
-    db, dw = w.empty() if boot is not None else dr, torch.empty(w.B, dtype=acc, device=r.device)
+    dxb = w.empty(lpb.dtype) if want_dxb else dx
+    db = w.empty(boot.dtype) if boot is not None else dr
+    dw = torch.empty(w.B, dtype=acc if last is None else last.dtype, device=r.device)
     vtrace_input_grads_kernel[w.grid(GRADS_BLOCK)](
         g, U, u_pg, vs, lpt, lpb, v, r, term, term if trunc is None else trunc,
         v if boot is None else boot, v if last is None else last.contiguous(), dr, dv, dx, dxb,
