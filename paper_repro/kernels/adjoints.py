@@ -211,7 +211,7 @@ def retrace(rows, grads, outs, s, wanted):
     q_ret = outs[0]
     if L.use_triton(u_ret):
         return retrace_grad.gradients(rows, u_ret, u_adv, q_ret, s, wanted)
-    acc, gamma, lam = u_ret.dtype, s["gamma"], s["lambda_"]
+    acc, gamma, lam = L.acc_dtype(u_ret.dtype), s["gamma"], s["lambda_"]
     term, trunc = rows["terminateds"], rows["truncateds"]
     pi, mu = rows["action_probs_target"], rows["action_probs_behavior"].to(acc)
     nq, npi = rows["next_q_values_all"], rows["next_action_probs_target"]
@@ -264,4 +264,4 @@ READS_OUTPUTS = {"vtrace", "retrace", "affine_scan"}  # the others are passed no
 # Rules given upstream gradients (and outputs) in their own dtype where kernels run: in any
 # layout where only elementwise kernels read them, batch-major rows where a scan does.
 RAW_UPSTREAM = {"gae": "batch_major", "returns": "batch_major", "decayed_sum": "batch_major",
-                "vtrace": "any"}
+                "vtrace": "any", "retrace": "any"}

@@ -148,10 +148,11 @@ def _action_grads(pi_ptr, npi_ptr, nq_ptr, dpi_ptr, dnpi_ptr, dnq_ptr, b, t, her
 
 def gradients(rows, u_ret, u_adv, q_ret, s, wanted):
     """``{name: gradient}`` of Retrace's inputs (``[B, T]`` rows, per-action ``[B, T, A]``)
-    from the upstream gradients ``u_ret``, ``u_adv`` and the output ``q_ret`` (rows,
-    accumulation dtype): two launches and the engine's scan. The per-action gradients are
+    from the upstream gradients ``u_ret``, ``u_adv`` and the output ``q_ret`` (rows, any float
+    dtype: read and accumulated in float32 or float64), each in its input's dtype: two launches
+    and the engine's scan. The per-action gradients are
     formed only where one of them is ``wanted``."""
-    acc = u_ret.dtype
+    acc = L.acc_dtype(u_ret.dtype)
     pi, npi, nq = (rows[k] for k in ("action_probs_target", "next_action_probs_target",
                                      "next_q_values_all"))
     mu, act, q, r, term, trunc = (rows[k] for k in (
@@ -170,13 +171,17 @@ def gradients(rows, u_ret, u_adv, q_ret, s, wanted):
     g = scan_rows(U, beta, None, False, w.empty())
     per_action = bool(wanted & {"action_probs_target", "next_action_probs_target",
                                 "next_q_values_all"})
-    dr, dq, dmu = w.empty(), w.empty(), w.empty()
-    # [B, T, A] with the actions fastest, the steps in the work order.
-    actions = (torch.empty(w.T, w.B, A, dtype=acc, device=r.device).transpose(0, 1)
-               if w.time_major else torch.empty(w.B, w.T, A, dtype=acc, device=r.device)) \
-        if per_action else dr
-    dpi, dnq = actions, torch.empty_like(actions) if per_action else dr
-    dnpi = torch.empty_like(actions) if per_action and npi is not None else dr
+    # each gradient in its input's dtype, rounded once in the kernel's store
+    dr, dq, dmu = w.empty(r.dtype), w.empty(q.dtype), w.empty(mu.dtype)
+
+    def per_action_rows(x):  # [B, T, A] with the actions fastest, the steps in the work order
+        if not per_action or x is None:
+            return dr
+        shape = (w.T, w.B, A) if w.time_major else (w.B, w.T, A)
+        out = torch.empty(shape, dtype=x.dtype, device=r.device)
+        return out.transpose(0, 1) if w.time_major else out
+
+    dpi, dnq, dnpi = per_action_rows(pi), per_action_rows(nq), per_action_rows(npi)
     weights = pi if npi is None else npi
     retrace_input_grads_kernel[w.grid(GRADS_BLOCK)](
         g, U, u_adv, q_ret, pi, weights, nq, mu, act, q, r, term, trunc, dr, dq, dmu, dpi, dnpi,
