@@ -4,6 +4,7 @@ import contextlib
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import torch
@@ -527,6 +528,29 @@ def test_heuristic_rows_up_to_2048_steps_in_one_tile():
     assert tile(512, 2048, True, True, itemsize=2)[1] < 2048
     assert L.choose_config(8192, 2048, False, 132, False).BLOCK_B == 32
     assert L.choose_config(512, 1024, False, 132, False).BLOCK_T == 1024
+
+
+# (N, T, wide, retrace): the rule's estimators are those of its kind (V-trace wide, Retrace
+# wide and retrace, the others neither)
+ONE_LONG_TILE = [(3, 3100, False, False), (3, 1500, True, False), (5, 1500, True, True)]
+_KIND = {"vtrace": (True, False), "retrace": (True, True)}
+ONE_LONG_TILE_CASES = [(est, *case) for case in ONE_LONG_TILE for est in ESTIMATORS
+                       if _KIND.get(est.kernel, (False, False)) == case[2:]]
+
+
+@pytest.mark.parametrize("est, N, T, wide, retrace", ONE_LONG_TILE_CASES,
+                         ids=[f"{c[0].name}-{c[2]}" for c in ONE_LONG_TILE_CASES])
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_one_long_tile_rules_on_partial_rows(est, N, T, wide, retrace, kernels):
+    """The tiles of the 2048- and 4096-step rules (a row a program, one tile, 8 or 16 warps)
+    as the 132-SM heuristic gives them, on rows that fill only part of the tile: the
+    reference's results."""
+    config = L.choose_config(*((128, 4096) if T > 2048 else (512, 2048)), False, 132, wide,
+                             retrace)
+    assert config.BLOCK_B == 1 and config.BLOCK_T >= T and config.num_warps >= 8
+    d = make_inputs(N, T, device=device_of(kernels))
+    with kernels_on(kernels), L.force_config(replace(config, seg_len=config.BLOCK_T)):
+        check(est, d, TOL[torch.float32])
 
 
 def test_heuristic_few_rows_of_4096_steps_in_one_tile():
