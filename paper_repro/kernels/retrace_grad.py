@@ -150,8 +150,8 @@ def gradients(rows, u_ret, u_adv, q_ret, s, wanted):
     """``{name: gradient}`` of Retrace's inputs (``[B, T]`` rows, per-action ``[B, T, A]``)
     from the upstream gradients ``u_ret``, ``u_adv`` and the output ``q_ret`` (rows, any float
     dtype: read and accumulated in float32 or float64), each in its input's dtype: two launches
-    and the engine's scan. The per-action gradients are
-    formed only where one of them is ``wanted``."""
+    and the engine's scan. The per-action gradients are formed only where one of them is
+    ``wanted``."""
     acc = L.acc_dtype(u_ret.dtype)
     pi, npi, nq = (rows[k] for k in ("action_probs_target", "next_action_probs_target",
                                      "next_q_values_all"))

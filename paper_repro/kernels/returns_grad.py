@@ -64,8 +64,7 @@ def returns_input_grads_kernel(g_ptr, term_ptr, trunc_ptr, dr_ptr, dv_ptr, db_pt
 def gradients(rows, g, s, wanted, gae: bool, lam: float):
     """``{name: gradient}`` of GAE's (``gae``) or the λ-returns' inputs from the adjoint ``g``
     (rows, accumulation dtype; the rewards' gradient is ``g`` itself), ``wanted`` only, each in
-    its input's dtype: one launch. ``lam``: the λ-returns' lambda (1 for
-    discounted returns)."""
+    its input's dtype: one launch. ``lam``: the λ-returns' lambda (1 for discounted returns)."""
     term, trunc = rows["terminateds"], rows["truncateds"]
     w = Work(term, g.dtype)
     g = w.dense(g)
