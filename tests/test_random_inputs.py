@@ -444,6 +444,42 @@ def test_few_row_blocks_time_major_tile(est, kernels):
             check(est, d, TOL[torch.float32], LAYOUTS[1])
 
 
+def mixed_inputs(est, N, T, device):
+    """16-bit values beside fp32 rewards (the decayed sums: 16-bit inputs beside an fp32 seed),
+    so that every output is fp32."""
+    keep = {"seed" if est.kernel == "decayed_sum" else "r", "term", "trunc"}
+    return {k: x.to(torch.bfloat16) if x is not None and x.is_floating_point() and k not in keep
+            else x for k, x in make_inputs(N, T, device=device).items()}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS[:2], ids=[x.name for x in LAYOUTS[:2]])
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_mixed_dtypes(est, layout, backend):
+    """Mixed 16-bit and fp32 inputs give fp32 outputs, against the float64 reference of the same
+    values, on the tiles the heuristic chooses (two row blocks of 100 steps: time-major ones
+    laid out for the 16-bit loads, ``test_mixed_time_major_tiles``)."""
+    d = mixed_inputs(est, 19, 100, device_of(backend))
+    got = outputs(est.call(P, layout.apply(d), time_dim=layout.time_dim))
+    assert all(g.dtype == torch.float32 for g in got)
+    check(est, d, TOL[torch.float32], layout)
+
+
+def test_mixed_time_major_tiles(monkeypatch):
+    """16-bit loads into fp32 outputs take the 16-bit time-major tile (fp32's interleaved runs
+    fed 16-bit loads spill, ``bench.sass --mixed``); batch-major tiles, fp64 outputs and fp32
+    inputs keep the output's."""
+    monkeypatch.setattr(L, "num_sms", lambda device: 132)
+    half, full, cpu = torch.zeros(2, dtype=torch.bfloat16), torch.zeros(2), torch.device("cpu")
+    for B, T in [(4096, 128), (512, 4096), (64, 131072), (1024, 100)]:
+        mixed = L.config_for(B, T, (1, B), cpu, itemsize=4, inputs=(full, half, None))
+        assert mixed == L.config_for(B, T, (1, B), cpu, itemsize=2)
+        assert mixed != L.config_for(B, T, (1, B), cpu, itemsize=4, inputs=(full, None))
+    assert L.tile_itemsize(4, (half,), False) == 4
+    assert L.tile_itemsize(8, (half,), True) == 8
+    assert L.tile_itemsize(4, (full, None), True) == 4
+    assert L.tile_itemsize(4, (half,), True) == 2
+
+
 @pytest.mark.parametrize("shape", [(0, 5), (3, 0)], ids=["N0", "T0"])
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 def test_empty(est, shape, backend):

@@ -3,7 +3,7 @@ warp shuffles, block barriers, layout conversions through shared memory and 128-
 kernel and tile, from Triton's compiler and the ``cuobjdump`` its wheel ships.
 
     python -m paper_repro.bench.sass [--out data/h200/sass_counts.csv] [--quick] [--caps]
-        [--masked] [--words]
+        [--masked] [--words] [--mixed]
 
 The counts belong to the installed Triton (recorded in each row): put the GPU's version first
 on ``PYTHONPATH`` to explain its timings. ``data/h200/sass_counts.csv`` (Triton 3.6) shows the
@@ -243,6 +243,58 @@ def word_rows():
                        "words": words}
 
 
+# Time-major shapes of the mixed-dtype rows: each estimator's shipped tile for fp32 outputs
+# and 16-bit ones, fed fp32, mixed (16-bit values, fp32 rewards and seeds, fp32 outputs) and
+# 16-bit inputs: which layout 16-bit loads into fp32 outputs want (``_launch.tile_itemsize``).
+MIXED_SHAPES = [(4096, 128), (32768, 32), (2048, 1024), (512, 4096), (64, 131072)]
+MIXED_KERNELS = ("gae", "lambda_returns", "vtrace", "eligibility_traces", "retrace")
+MIXED_COLUMNS = COLUMNS + ["local_loads", "local_stores", "B", "T", "tile_itemsize", "dtype"]
+FP32_POINTERS = {"r_ptr", "seed_ptr", "out_ptr", "adv_ptr", "agg_ptr"}
+
+
+def launch_phase(config, T: int) -> int:
+    """The PHASE a launch of ``config`` over ``T`` steps compiles (``affine_scan.Launch``: the
+    one-tile look-back compile-time)."""
+    if config.single_pass:
+        return 3 if config.seg_len == config.BLOCK_T else 4
+    return 5 if T <= config.BLOCK_T else 0 if config.seg_len >= T else 2
+
+
+def mixed_rows():
+    import triton
+    import triton.language as tl
+
+    from paper_repro.kernels import _tiles
+    from paper_repro.kernels.retrace import unrolled_actions
+
+    for name in MIXED_KERNELS:
+        kernel, wide, retrace = kernels()[name], name in ("vtrace", "retrace"), name == "retrace"
+        for B, T in MIXED_SHAPES:
+            for itemsize in (4, 2):
+                c = _tiles.choose_config(B, T, True, 132, wide, retrace, itemsize)
+                tile = (c.BLOCK_B, c.BLOCK_T, c.num_warps, launch_phase(c, T), False, True)
+                for dtype in ("fp32", "mixed", "bf16"):
+                    half = dtype != "fp32"
+                    saved = dict(CONSTEXPRS)
+                    if retrace:  # four actions a step as time-major words, by tl.load
+                        CONSTEXPRS.update(N_ACT=unrolled_actions(4, c, T), PACK=4 if half else 2,
+                                          VAL=tl.bfloat16 if half else tl.float32, WORDS=0)
+                    try:
+                        sig, const, aligned = _signature(kernel, tile, c.flip)
+                    finally:
+                        CONSTEXPRS.clear()
+                        CONSTEXPRS.update(saved)
+                    for k in sig:
+                        if sig[k] == "*fp32" and k != "agg_ptr" and (
+                                dtype == "bf16" or half and k not in FP32_POINTERS):
+                            sig[k] = "*bf16"
+                    yield {"triton": triton.__version__, "kernel": name,
+                           **dict(zip(COLUMNS[2:9], (*tile, c.flip))),
+                           **sm90_counts(kernel, sig, const, aligned,
+                                         {"num_warps": c.num_warps}),
+                           "B": B, "T": T, "tile_itemsize": itemsize, "dtype": dtype}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", default=None,
@@ -254,13 +306,17 @@ def main(argv=None):
                    help="masked GAE's fused kernel at its tiles (default out: sass_masked.csv)")
     p.add_argument("--words", action="store_true",
                    help="Retrace's words by tl.load or assembly (default out: sass_words.csv)")
+    p.add_argument("--mixed", action="store_true",
+                   help="time-major tiles fed 16-bit values into fp32 outputs "
+                        "(default out: sass_mixed.csv)")
     args = p.parse_args(argv)
     name = "sass_caps" if args.caps else "sass_masked" if args.masked else \
-        "sass_words" if args.words else "sass_counts"
+        "sass_words" if args.words else "sass_mixed" if args.mixed else "sass_counts"
     out = args.out or f"data/h200/{name}.csv"
     columns, produce = (CAP_COLUMNS, cap_rows) if args.caps else \
         (MASKED_COLUMNS, masked_rows) if args.masked else \
-        (WORD_COLUMNS, word_rows) if args.words else (COLUMNS, lambda: rows(args.quick))
+        (WORD_COLUMNS, word_rows) if args.words else \
+        (MIXED_COLUMNS, mixed_rows) if args.mixed else (COLUMNS, lambda: rows(args.quick))
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, columns, extrasaction="ignore", lineterminator="\n")
         w.writeheader()
