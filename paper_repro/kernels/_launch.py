@@ -302,9 +302,11 @@ def config_for(B: int, T: int, stride, device, wide: bool = False,
 def tile_itemsize(itemsize: int, inputs, time_major: bool) -> int:
     """``itemsize``, but 2 for a time-major tile loading 16-bit values into fp32 outputs: the
     fp32 tiles' interleaved runs fed 16-bit loads (bf16 values, fp32 rewards) compiled for
-    sm_90 to 1.6-2.2x the instructions, V-trace's spilling 59-92 words; the 16-bit tiles took
-    1.1-1.3x their fp32 inputs' instructions and spilled nothing (``bench.sass --mixed``).
-    Batch-major tiles keep the output's: there 16-bit loads cost at most 1.1x."""
+    sm_90 to 1.5-3.0x the instructions of fp32 inputs, spilling 59-92 words at 512x4096 and
+    V-trace's 4096x128; the 16-bit tiles took 1.1-1.4x and spilled nothing
+    (data/h200/sass_mixed.csv). Batch-major tiles keep the output's (16-bit loads: at most
+    1.1x there); so does Retrace, whose fp32 tiles took them at 1.1-1.5x, unspilled and in
+    fewer instructions than its 16-bit tiles."""
     if time_major and itemsize == 4 and any(
             x is not None and x.dtype in HALF_DTYPES for x in inputs):
         return 2
