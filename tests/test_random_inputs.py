@@ -466,18 +466,23 @@ def test_mixed_dtypes(est, layout, backend):
 
 def test_mixed_time_major_tiles(monkeypatch):
     """16-bit loads into fp32 outputs take the 16-bit time-major tile (fp32's interleaved runs
-    fed 16-bit loads spill, ``bench.sass --mixed``); batch-major tiles, fp64 outputs and fp32
-    inputs keep the output's."""
+    fed 16-bit loads spill, ``bench.sass --mixed``) but where rows abound; batch-major tiles,
+    fp64 outputs, fp32 inputs and Retrace keep the output's."""
     monkeypatch.setattr(L, "num_sms", lambda device: 132)
     half, full, cpu = torch.zeros(2, dtype=torch.bfloat16), torch.zeros(2), torch.device("cpu")
-    for B, T in [(4096, 128), (512, 4096), (64, 131072), (1024, 100)]:
+    for B, T in [(4096, 128), (512, 4096), (64, 131072), (1024, 100), (32768, 32)]:
         mixed = L.config_for(B, T, (1, B), cpu, itemsize=4, inputs=(full, half, None))
-        assert mixed == L.config_for(B, T, (1, B), cpu, itemsize=2)
-        assert mixed != L.config_for(B, T, (1, B), cpu, itemsize=4, inputs=(full, None))
-    assert L.tile_itemsize(4, (half,), False) == 4
-    assert L.tile_itemsize(8, (half,), True) == 8
-    assert L.tile_itemsize(4, (full, None), True) == 4
-    assert L.tile_itemsize(4, (half,), True) == 2
+        fp32 = L.config_for(B, T, (1, B), cpu, itemsize=4, inputs=(full, None))
+        if B == 32768:
+            assert mixed == fp32 and fp32.flip < 0  # one-warp tiles in interleaved runs
+        else:
+            assert mixed == L.config_for(B, T, (1, B), cpu, itemsize=2) != fp32
+        assert L.config_for(B, T, (T, 1), cpu, itemsize=4, inputs=(full, half)) == \
+            L.config_for(B, T, (T, 1), cpu, itemsize=4)
+    assert not L.half_loads(4, (half,), False)
+    assert not L.half_loads(8, (half,), True)
+    assert not L.half_loads(4, (full, None), True)
+    assert L.half_loads(4, (half,), True)
 
 
 @pytest.mark.parametrize("shape", [(0, 5), (3, 0)], ids=["N0", "T0"])

@@ -1,5 +1,5 @@
 """Time-major calls fed 16-bit values and fp32 rewards (fp32 outputs): the shipped tile, laid
-out for the 16-bit loads (``_launch.tile_itemsize``), against the fp32 outputs' tile.
+out for the 16-bit loads (``_launch.half_loads``), against the fp32 outputs' tile.
 
 ``python -m paper_repro.bench.mixed_ab [--out FILE] [--shapes 4096x128,...]
 [--algorithms gae,...] [--rounds 2]``
@@ -7,9 +7,9 @@ out for the 16-bit loads (``_launch.tile_itemsize``), against the fp32 outputs' 
 (CUDA) Per estimator and shape, time-major: values, next values, log-probabilities and
 eligibility traces' gradients in bf16, rewards (and the traces' seed) in fp32. The arms in turn
 each round, the order reversed every other round: ``shipped``, ``fp32_tile`` (the tile the fp32
-output alone chooses, forced through ``L.force_config``) and ``all_fp32`` (every input fp32,
-for scale); device time by CUDA-graph replay, minimum of two, and the largest difference from
-the shipped call's output.
+output alone chooses, forced through ``L.force_config``), ``all_fp32`` and ``all_bf16`` (every
+input and the output in one dtype, for scale); device time by CUDA-graph replay, minimum of
+two, and the largest difference from the shipped call's output (all_bf16: its own rounding).
 """
 from __future__ import annotations
 
@@ -45,6 +45,14 @@ def mixed_case(case):
     return replace(case, args=args, kwargs=kwargs)
 
 
+def long_rows(algorithm: str):
+    """The estimator's tiles for rows too few to fill the GPU, as its call passes them."""
+    from paper_repro.kernels import gae, lambda_returns, vtrace
+
+    module = {"gae": gae, "vtrace": vtrace, "lambda_returns": lambda_returns}.get(algorithm)
+    return module.LONG_ROWS if module else L.LongRows()
+
+
 def _rows(algorithm, N, T, rounds):
     from paper_repro.bench.forced import forced_time
     from paper_repro.bench.inputs import make_case
@@ -53,14 +61,17 @@ def _rows(algorithm, N, T, rounds):
     case = make_case(algorithm, N, T, "plain", "fp32", "TN", "float", device="cuda")
     mixed = mixed_case(case)
     prep, fp32 = _ours(mixed), _ours(case)
+    bf16 = _ours(make_case(algorithm, N, T, "plain", "bf16", "TN", "float", device="cuda"))
     want = [y.double() for y in prep.outputs(prep.call())]
-    wide = algorithm == "vtrace"
-    stride = (1, N)
-    config = L.config_for(N, T, stride, case.args[0].device, wide=wide, itemsize=4)
-    shipped = L.config_for(N, T, stride, case.args[0].device, wide=wide, itemsize=4,
-                           inputs=[x for x in mixed.args if isinstance(x, torch.Tensor)])
-    arms = {"shipped": (prep, None, shipped), "fp32_tile": (prep, config, config),
-            "all_fp32": (fp32, None, config)}
+
+    def tile(itemsize, inputs=()):
+        return L.config_for(N, T, (1, N), case.args[0].device, wide=algorithm == "vtrace",
+                            itemsize=itemsize, long_rows=long_rows(algorithm), inputs=inputs)
+
+    config = tile(4)
+    arms = {"shipped": (prep, None, tile(4, [x for x in mixed.args if torch.is_tensor(x)])),
+            "fp32_tile": (prep, config, config), "all_fp32": (fp32, None, config),
+            "all_bf16": (bf16, None, tile(2))}
     for r in range(rounds):
         for arm in list(arms) if r % 2 == 0 else list(arms)[::-1]:
             p, forced, shown = arms[arm]

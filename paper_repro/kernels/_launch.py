@@ -289,28 +289,24 @@ def config_for(B: int, T: int, stride, device, wide: bool = False,
                retrace: bool = False, itemsize: int = 4,
                long_rows: LongRows | None = None, inputs=()) -> ScanConfig:
     """The tile of a ``[B, T]`` launch whose output has ``itemsize`` bytes a value; ``inputs``:
-    the per-step value tensors it loads (flags aside), whose 16-bit ones lay out a time-major
-    tile (``tile_itemsize``)."""
+    the per-step value tensors it loads (flags aside), whose 16-bit ones may lay out a
+    time-major tile (``half_loads``)."""
     forced = _FORCED_CONFIG[0]
     if forced is not None:
         return forced
     time_major = is_time_major(stride)
-    return choose_config(B, T, time_major, num_sms(device), wide, retrace,
-                         tile_itemsize(itemsize, inputs, time_major), long_rows or LongRows())
+    return choose_config(B, T, time_major, num_sms(device), wide, retrace, itemsize,
+                         long_rows or LongRows(), half_loads(itemsize, inputs, time_major))
 
 
-def tile_itemsize(itemsize: int, inputs, time_major: bool) -> int:
-    """``itemsize``, but 2 for a time-major tile loading 16-bit values into fp32 outputs: the
-    fp32 tiles' interleaved runs fed 16-bit loads (bf16 values, fp32 rewards) compiled for
-    sm_90 to 1.5-3.0x the instructions of fp32 inputs, spilling 59-92 words at 512x4096 and
-    V-trace's 4096x128; the 16-bit tiles took 1.1-1.4x and spilled nothing
-    (data/h200/sass_mixed.csv). Batch-major tiles keep the output's (16-bit loads: at most
-    1.1x there); so does Retrace, whose fp32 tiles took them at 1.1-1.5x, unspilled and in
-    fewer instructions than its 16-bit tiles."""
-    if time_major and itemsize == 4 and any(
-            x is not None and x.dtype in HALF_DTYPES for x in inputs):
-        return 2
-    return itemsize
+def half_loads(itemsize: int, inputs, time_major: bool) -> bool:
+    """Whether a time-major tile of fp32 outputs loads 16-bit values (bf16 values beside fp32
+    rewards): ``choose_config`` lays it out for them. Batch-major tiles keep the output's
+    (16-bit loads cost at most 1.1x the instructions there); so does Retrace, which does not
+    pass its inputs: its fp32 tiles took them at 1.1-1.5x, unspilled and in fewer instructions
+    than its 16-bit tiles (data/h200/sass_mixed.csv)."""
+    return time_major and itemsize == 4 and any(
+        x is not None and x.dtype in HALF_DTYPES for x in inputs)
 
 
 @dataclass
