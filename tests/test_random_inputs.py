@@ -457,32 +457,38 @@ def mixed_inputs(est, N, T, device):
 def test_mixed_dtypes(est, layout, backend):
     """Mixed 16-bit and fp32 inputs give fp32 outputs, against the float64 reference of the same
     values, on the tiles the heuristic chooses (two row blocks of 100 steps: time-major ones
-    laid out for the 16-bit loads, ``test_mixed_time_major_tiles``)."""
+    laid out as 16-bit ones, ``test_narrow_loads_time_major_tiles``)."""
     d = mixed_inputs(est, 19, 100, device_of(backend))
     got = outputs(est.call(P, layout.apply(d), time_dim=layout.time_dim))
     assert all(g.dtype == torch.float32 for g in got)
     check(est, d, TOL[torch.float32], layout)
 
 
-def test_mixed_time_major_tiles(monkeypatch):
-    """16-bit loads into fp32 outputs take the 16-bit time-major tile (fp32's interleaved runs
-    fed 16-bit loads spill, ``bench.sass --mixed``) but where rows abound; batch-major tiles,
-    fp64 outputs, fp32 inputs and Retrace keep the output's."""
+def test_narrow_loads_time_major_tiles(monkeypatch):
+    """Loads narrower than 4 bytes into fp32 outputs (bf16 values, bool or uint8 flags) take the
+    16-bit time-major tile (fp32's interleaved runs fed them spill, ``bench.sass --mixed``);
+    batch-major tiles, fp64 outputs and fp32 or wider inputs keep the output's."""
     monkeypatch.setattr(L, "num_sms", lambda device: 132)
     half, full, cpu = torch.zeros(2, dtype=torch.bfloat16), torch.zeros(2), torch.device("cpu")
+    flags, wide = torch.zeros(2, dtype=torch.bool), torch.zeros(2, dtype=torch.int64)
     for B, T in [(4096, 128), (512, 4096), (64, 131072), (1024, 100), (32768, 32)]:
-        mixed = L.config_for(B, T, (1, B), cpu, itemsize=4, inputs=(full, half, None))
-        fp32 = L.config_for(B, T, (1, B), cpu, itemsize=4, inputs=(full, None))
-        if B == 32768:
-            assert mixed == fp32 and fp32.flip < 0  # one-warp tiles in interleaved runs
-        else:
-            assert mixed == L.config_for(B, T, (1, B), cpu, itemsize=2) != fp32
-        assert L.config_for(B, T, (T, 1), cpu, itemsize=4, inputs=(full, half)) == \
-            L.config_for(B, T, (T, 1), cpu, itemsize=4)
-    assert not L.half_loads(4, (half,), False)
-    assert not L.half_loads(8, (half,), True)
-    assert not L.half_loads(4, (full, None), True)
-    assert L.half_loads(4, (half,), True)
+        fp32 = L.config_for(B, T, (1, B), cpu, itemsize=4, inputs=(full, wide, None))
+        assert fp32 == L.config_for(B, T, (1, B), cpu, itemsize=4)
+        for narrow in (half, flags, flags.to(torch.uint8)):
+            got = L.config_for(B, T, (1, B), cpu, itemsize=4, inputs=(full, narrow, None))
+            assert got == L.config_for(B, T, (1, B), cpu, itemsize=2) != fp32
+            assert L.config_for(B, T, (T, 1), cpu, itemsize=4, inputs=(full, narrow)) == \
+                L.config_for(B, T, (T, 1), cpu, itemsize=4)
+    assert not L.narrow_loads(8, (half,), True)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS[:2], ids=[x.name for x in LAYOUTS[:2]])
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_bool_flags_fp32(est, layout, backend):
+    """fp32 values with bool flags, on the tiles the heuristic chooses (time-major: the 16-bit
+    tile, ``test_narrow_loads_time_major_tiles``), against the float64 reference."""
+    d = make_inputs(19, 100, flag_dtype=torch.bool, device=device_of(backend))
+    check(est, d, TOL[torch.float32], layout)
 
 
 @pytest.mark.parametrize("shape", [(0, 5), (3, 0)], ids=["N0", "T0"])

@@ -1,15 +1,17 @@
-"""Time-major calls fed 16-bit values and fp32 rewards (fp32 outputs): the shipped tile, laid
-out for the 16-bit loads (``_launch.half_loads``), against the fp32 outputs' tile.
+"""Time-major calls of fp32 outputs that load narrower values (bf16 values beside fp32
+rewards, or bool flags): the shipped tile, laid out as a 16-bit one (``_launch.narrow_loads``),
+against the fp32 outputs' tile.
 
 ``python -m paper_repro.bench.mixed_ab [--out FILE] [--shapes 4096x128,...]
-[--algorithms gae,...] [--rounds 2]``
+[--algorithms gae,...] [--inputs bf16_values,bool_flags] [--rounds 2]``
 
-(CUDA) Per estimator and shape, time-major: values, next values, log-probabilities and
-eligibility traces' gradients in bf16, rewards (and the traces' seed) in fp32. The arms in turn
-each round, the order reversed every other round: ``shipped``, ``fp32_tile`` (the tile the fp32
-output alone chooses, forced through ``L.force_config``), ``all_fp32`` and ``all_bf16`` (every
-input and the output in one dtype, for scale); device time by CUDA-graph replay, minimum of
-two, and the largest difference from the shipped call's output (all_bf16: its own rounding).
+(CUDA) Per estimator, shape and input set, time-major. ``bf16_values``: values, next values,
+log-probabilities and eligibility traces' gradients in bf16, rewards (and the traces' seed) in
+fp32; ``bool_flags``: fp32 values, bool flags. The arms in turn each round, the order reversed
+every other round: ``shipped``, ``fp32_tile`` (the tile fp32 inputs choose, forced through
+``L.force_config``), ``all_fp32`` (fp32 values and float flags) and ``all_bf16`` (bf16 values
+and flags); device time by CUDA-graph replay, minimum of two, and the largest difference from
+the shipped call's output (all_bf16: its own rounding).
 """
 from __future__ import annotations
 
@@ -25,8 +27,9 @@ from paper_repro.kernels import _launch as L
 
 SHAPES = "4096x128,32768x32,2048x1024,512x4096,64x131072"
 ALGORITHMS = "gae,lambda_returns,vtrace,eligibility_traces"
-COLUMNS = ["algorithm", "num_envs", "seq_len", "layout", "round", "arm", "config", "device_us",
-           "max_abs_diff"]
+INPUTS = "bf16_values,bool_flags"
+COLUMNS = ["algorithm", "num_envs", "seq_len", "layout", "inputs", "round", "arm", "config",
+           "device_us", "max_abs_diff"]
 HALF = {"values", "next_values", "log_pi_target", "log_pi_behavior", "gradients"}
 
 
@@ -53,31 +56,33 @@ def long_rows(algorithm: str):
     return module.LONG_ROWS if module else L.LongRows()
 
 
-def _rows(algorithm, N, T, rounds):
+def _rows(algorithm, N, T, inputs, rounds):
     from paper_repro.bench.forced import forced_time
     from paper_repro.bench.inputs import make_case
     from paper_repro.bench.providers import _ours
 
-    case = make_case(algorithm, N, T, "plain", "fp32", "TN", "float", device="cuda")
-    mixed = mixed_case(case)
-    prep, fp32 = _ours(mixed), _ours(case)
-    bf16 = _ours(make_case(algorithm, N, T, "plain", "bf16", "TN", "float", device="cuda"))
+    def case_of(dtype, flags="float"):
+        return make_case(algorithm, N, T, "plain", dtype, "TN", flags, device="cuda")
+
+    case = case_of("fp32")
+    narrow = mixed_case(case) if inputs == "bf16_values" else case_of("fp32", "bool")
+    prep = _ours(narrow)
     want = [y.double() for y in prep.outputs(prep.call())]
 
-    def tile(itemsize, inputs=()):
+    def tile(itemsize, loads=()):
         return L.config_for(N, T, (1, N), case.args[0].device, wide=algorithm == "vtrace",
-                            itemsize=itemsize, long_rows=long_rows(algorithm), inputs=inputs)
+                            itemsize=itemsize, long_rows=long_rows(algorithm), inputs=loads)
 
     config = tile(4)
-    arms = {"shipped": (prep, None, tile(4, [x for x in mixed.args if torch.is_tensor(x)])),
-            "fp32_tile": (prep, config, config), "all_fp32": (fp32, None, config),
-            "all_bf16": (bf16, None, tile(2))}
+    arms = {"shipped": (prep, None, tile(4, [x for x in narrow.args if torch.is_tensor(x)])),
+            "fp32_tile": (prep, config, config), "all_fp32": (_ours(case), None, config),
+            "all_bf16": (_ours(case_of("bf16")), None, tile(2))}
     for r in range(rounds):
         for arm in list(arms) if r % 2 == 0 else list(arms)[::-1]:
             p, forced, shown = arms[arm]
             diff, us = forced_time(p, want, forced, repeats=2)
             yield {"algorithm": algorithm, "num_envs": N, "seq_len": T, "layout": "TN",
-                   "round": r, "arm": arm,
+                   "inputs": inputs, "round": r, "arm": arm,
                    "config": f"{shown.BLOCK_B}x{shown.BLOCK_T}w{shown.num_warps}/{shown.flip}",
                    "device_us": round(us, 3), "max_abs_diff": f"{diff:.3g}"}
 
@@ -87,11 +92,12 @@ def main(argv=None):
     p.add_argument("--out", default=None, help="CSV to write (default: stdout)")
     p.add_argument("--shapes", default=SHAPES)
     p.add_argument("--algorithms", default=ALGORITHMS)
+    p.add_argument("--inputs", default=INPUTS)
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args(argv)
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     rows = (row for N, T in shapes for a in args.algorithms.split(",")
-            for row in _rows(a, N, T, args.rounds))
+            for inputs in args.inputs.split(",") for row in _rows(a, N, T, inputs, args.rounds))
     stream_csv(args.out, COLUMNS, rows)
 
 

@@ -245,7 +245,7 @@ def word_rows():
 
 # Time-major shapes of the mixed-dtype rows: each estimator's shipped tile for fp32 outputs
 # and 16-bit ones, fed fp32, mixed (16-bit values, fp32 rewards and seeds, fp32 outputs) and
-# 16-bit inputs: which layout 16-bit loads into fp32 outputs want (``_launch.half_loads``).
+# 16-bit inputs: which layout 16-bit loads into fp32 outputs want (``_launch.narrow_loads``).
 MIXED_SHAPES = [(4096, 128), (32768, 32), (2048, 1024), (512, 4096), (64, 131072)]
 MIXED_KERNELS = ("gae", "lambda_returns", "vtrace", "eligibility_traces", "retrace")
 MIXED_COLUMNS = COLUMNS + ["local_loads", "local_stores", "B", "T", "tile_itemsize", "dtype"]

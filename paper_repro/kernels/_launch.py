@@ -40,7 +40,6 @@ _FORCED_WORDS: list = [None]
 _FORCED_ALIGNMENT: list = [None]
 _FORCED_WORD_LOADS: list = [None]
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
 @contextlib.contextmanager
@@ -289,24 +288,24 @@ def config_for(B: int, T: int, stride, device, wide: bool = False,
                retrace: bool = False, itemsize: int = 4,
                long_rows: LongRows | None = None, inputs=()) -> ScanConfig:
     """The tile of a ``[B, T]`` launch whose output has ``itemsize`` bytes a value; ``inputs``:
-    the per-step value tensors it loads (flags aside), whose 16-bit ones may lay out a
-    time-major tile (``half_loads``)."""
+    the per-step tensors it loads, flags included, whose narrow ones may lay out a time-major
+    tile (``narrow_loads``)."""
     forced = _FORCED_CONFIG[0]
     if forced is not None:
         return forced
     time_major = is_time_major(stride)
     return choose_config(B, T, time_major, num_sms(device), wide, retrace, itemsize,
-                         long_rows or LongRows(), half_loads(itemsize, inputs, time_major))
+                         long_rows or LongRows(), narrow_loads(itemsize, inputs, time_major))
 
 
-def half_loads(itemsize: int, inputs, time_major: bool) -> bool:
-    """Whether a time-major tile of fp32 outputs loads 16-bit values (bf16 values beside fp32
-    rewards): ``choose_config`` lays it out for them. Batch-major tiles keep the output's
-    (16-bit loads cost at most 1.1x the instructions there); so does Retrace, which does not
-    pass its inputs: its fp32 tiles took them at 1.1-1.5x, unspilled and in fewer instructions
-    than its 16-bit tiles (data/h200/sass_mixed.csv)."""
+def narrow_loads(itemsize: int, inputs, time_major: bool) -> bool:
+    """Whether a time-major tile of fp32 outputs loads values narrower than 4 bytes (bool or
+    uint8 flags, bf16 values): ``choose_config`` then lays it out as a 16-bit tile. In the fp32
+    tiles' interleaved runs such loads compiled for sm_90 to 1.5-4x the instructions and
+    spilled (GAE 512x4096 with bool flags: 883 local loads; data/h200/sass_mixed.csv).
+    Batch-major tiles keep the output's (16-bit loads: at most 1.1x the instructions)."""
     return time_major and itemsize == 4 and any(
-        x is not None and x.dtype in HALF_DTYPES for x in inputs)
+        x is not None and x.element_size() < 4 for x in inputs)
 
 
 @dataclass

@@ -64,20 +64,20 @@ class LongRows:
 @functools.lru_cache(maxsize=4096)
 def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
                   retrace: bool = False, itemsize: int = 4,
-                  long_rows: LongRows = LongRows(), half_loads: bool = False) -> ScanConfig:
+                  long_rows: LongRows = LongRows(), narrow_loads: bool = False) -> ScanConfig:
     """Tile heuristic, from the H200 sweeps in data/h200 (tuning.csv, split_probe*.csv: GAE and
     prefix-sum fp32; tile_probe.csv: every estimator, fp32 and bf16, both layouts). ``wide``:
     many live inputs (V-trace, Retrace), so half the tile; ``retrace``: one-warp tiles up to 256
     steps (its layout changes each cost a block barrier), longer ones with half the others'
     elements a warp; ``itemsize``: bytes of a value input, which sets the run length of
     batch-major backward tiles; ``long_rows``: the estimator's tiles for rows too few to
-    fill the GPU (:class:`LongRows`); ``half_loads``: fp32 outputs of 16-bit loads
-    (``_launch.half_loads``), time-major tiles laid out for the loads."""
+    fill the GPU (:class:`LongRows`); ``narrow_loads``: fp32 outputs of loads narrower than 4
+    bytes (``_launch.narrow_loads``), whose time-major tiles are laid out as 16-bit ones."""
     if time_major:
-        return _time_major_config(B, T, sms, wide, retrace, itemsize,
+        return _time_major_config(B, T, sms, wide, retrace, 2 if narrow_loads else itemsize,
                                   long_rows.time_major_two_pass,
                                   long_rows.time_major_look_back_steps,
-                                  long_rows.time_major_row_warps, half_loads)
+                                  long_rows.time_major_row_warps)
     config = _batch_major_config(B, T, sms, wide, retrace, itemsize, long_rows)
     return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
 
@@ -310,8 +310,7 @@ def _retrace_16bit(T: int, few: bool) -> ScanConfig:
 
 def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
                        itemsize: int, two_pass: tuple = (1 << 22, 1 << 23),
-                       look_back_steps: int = 256, row_warps: int = 2,
-                       half_loads: bool = False) -> ScanConfig:
+                       look_back_steps: int = 256, row_warps: int = 2) -> ScanConfig:
     """``[T, B]`` inputs: tiles across the contiguous batch axis. Backward scans hold their
     tiles latest step first (``flip``; time is not the vectorised axis here), which saves
     Triton's lane reversal: 32768x32 GAE 7.3 -> 4.1 us, 512x4096 28.7 -> 19.7 (roofline.csv),
@@ -320,11 +319,7 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
     interleaved, fp32 rows that abound up to 128 steps (``_retrace_rows_abound``) and 16-bit
     tiles up to 128 steps (``_retrace_16bit``).
     ``two_pass``, ``look_back_steps``, ``row_warps``: :attr:`LongRows.time_major_two_pass`,
-    :attr:`LongRows.time_major_look_back_steps`, :attr:`LongRows.time_major_row_warps`.
-    ``half_loads``: 16-bit loads into fp32 outputs take the 16-bit tiles, whose runs are not
-    interleaved (data/h100/mixed_ab.csv: 4096x128, 2048x1024, 512x4096, 64x131072 0.21-0.53x
-    the time of fp32's tiles, where they spilled, data/h200/sass_mixed.csv), but where rows
-    abound (32768x32: 0.94-1.10x)."""
+    :attr:`LongRows.time_major_look_back_steps`, :attr:`LongRows.time_major_row_warps`."""
     flip = not retrace
     fp32 = itemsize == 4 and not retrace
     if B < 16:
@@ -344,8 +339,6 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
         return ScanConfig(32, BLOCK_T, 1, triton_cdiv(T, BLOCK_T) * BLOCK_T,
                           flip=_interleaved(32, BLOCK_T, 1, itemsize) if fp32 and BLOCK_T == 16
                           else flip)
-    if half_loads:
-        itemsize, fp32 = 2, False
     if T <= 128 or row_blocks >= 4 * sms:
         # 16x32 tiles (4096x128: 12.6 -> 6.6 us); one warp each when rows abound. Up to 128
         # steps from fewer row blocks: 16x64 (4096x128 discounted returns 4.07 -> 3.95 us, GAE

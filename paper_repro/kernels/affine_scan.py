@@ -849,7 +849,7 @@ def scan_launch(alpha, beta, initial, reverse: bool, out: torch.Tensor):
     B, T = alpha.shape
     (alpha, beta), stride = L.common_strides([alpha, beta])
     config = L.config_for(B, T, stride, alpha.device, itemsize=out.element_size(),
-                          inputs=(alpha, beta, initial))
+                          inputs=(alpha, beta))
     job = Launch(affine_scan_kernel, config, B, T, L.acc_dtype(out.dtype), alpha.device,
                  (*stride, *out.stride()), flags=(initial is not None, reverse))
     return job, L.pointers(out, alpha, beta, initial, out)

@@ -158,7 +158,7 @@ def reset_sum(x, dones, seed_values, decay: float, previous_done: float, time_di
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, False))
     o = out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size(),
-                          inputs=(rows["x"], seed))
+                          inputs=rows.tensors.values())
     job = Launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(decay),
                  (bool(previous_done), seed is not None, dones2 is not None))

@@ -221,7 +221,7 @@ def _gae(rewards: torch.Tensor, values: torch.Tensor, terminateds: torch.Tensor,
     t = rows.tensors
     config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size(),
                           long_rows=LONG_ROWS,
-                          inputs=(t["rewards"], t["values"], t["bootstrap_values"]))
+                          inputs=t.values())
     # 16-bit rows' one-tile look-back walked: compile-time, bf16 64x131072 took 1.08x the time
     # (look_back_tile_ab.csv, in turn: 23.8 us against 22.0 walked; fp32 1.00x).
     job = Launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,

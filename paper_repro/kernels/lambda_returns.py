@@ -180,7 +180,7 @@ def returns_rows(rewards, next_values, terminateds, truncateds, bootstrap_values
     t = rows.tensors
     config = L.config_for(rows.B, rows.T, rows.stride, o.device, itemsize=o.element_size(),
                           long_rows=LONG_ROWS_NO_VALUES if no_values else LONG_ROWS,
-                          inputs=(t["rewards"], t["next_values"], t["bootstrap_values"]))
+                          inputs=t.values())
     job = Launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
                  (next_values is not None, truncateds is not None, bootstrap_values is not None,

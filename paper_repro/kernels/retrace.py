@@ -499,7 +499,7 @@ def _retrace(action_probs_target: torch.Tensor, action_probs_behavior: torch.Ten
         return q_out.set(q_ret), adv_out.set(adv)
     q_ret, adv = q_out.rows, adv_out.rows
     config = L.config_for(rows.B, rows.T, rows.stride, q_ret.device, wide=True, retrace=True,
-                          itemsize=q_ret.element_size())
+                          itemsize=q_ret.element_size(), inputs=(*rows.tensors.values(), *present))
     t = rows.tensors
     A = present[0].shape[-1]
     pack, val, n_act, words, stride3 = action_reads(present, stride3, config, rows.T,

@@ -223,8 +223,7 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
     t = rows.tensors
     config = L.config_for(rows.B, rows.T, rows.stride, vs.device, wide=True,
                           itemsize=vs.element_size(), long_rows=LONG_ROWS,
-                          inputs=(t["log_pi_target"], t["log_pi_behavior"], t["values"],
-                                  t["rewards"], t["bootstrap_values"]))
+                          inputs=t.values())
     # ONE_TILE only for one-row tiles: 4 x 128 and 32 x 32 tiles of one tile ran 10-15 % slower
     # unrolled (data/h200/one_tile_ab.csv), 1 x 512 6 % faster. The compile-time look-back tile
     # likewise, and in fp32 only (look_back_tile_ab.csv, walked against compile-time in turn:
@@ -258,7 +257,7 @@ def vtrace_difference_into(out, ratio, values, rewards, terminateds, next_values
                                    inputs)))
     config = L.config_for(rows.B, rows.T, rows.stride, out.device, wide=True,
                           itemsize=out.element_size(), long_rows=LONG_ROWS,
-                          inputs=(ratio, values, rewards, next_values))
+                          inputs=(ratio, values, rewards, terminateds, next_values))
     job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out.dtype), out.device,
                  L.layout_ints(rows, out), L.scalar_pairs(gamma, rho_bar, c_bar, gamma * lambda_),
                  (False, True, False, True, True), one_tile=config.BLOCK_B == 1,
