@@ -216,21 +216,19 @@ def test_closed_form_half_precision(name, keys, dtype, layout, backend, monkeypa
 
 
 def test_upstream_rows_raw_only_where_the_rule_reads_them():
-    """A rule whose kernels read 16-bit upstream gradients themselves gets them unconverted:
-    V-trace's (elementwise kernels only) in any layout, the scans' batch-major rows only;
-    time-major rows of a scan, and every rule without kernels, get them in the accumulation
-    dtype."""
+    """A rule whose kernels read 16-bit upstream gradients themselves gets them unconverted, in
+    either layout; the bare engine's rule, and every rule without kernels, gets them in the
+    accumulation dtype, laid out as they were."""
     from paper_repro.kernels import adjoints
     from paper_repro.kernels.autograd import _upstream
 
-    assert adjoints.RAW_UPSTREAM["vtrace"] == "any"
-    assert adjoints.RAW_UPSTREAM["gae"] == adjoints.RAW_UPSTREAM["returns"] == "batch_major"
+    assert set(adjoints.RULES) - {"affine_scan"} == adjoints.RAW_UPSTREAM
     rows = torch.randn(4, 6).to(torch.bfloat16)
     time_major = torch.randn(6, 4).to(torch.bfloat16).t()
-    assert _upstream(rows, torch.float32, "batch_major") is rows
-    assert _upstream(time_major, torch.float32, "any") is time_major
-    assert _upstream(rows, torch.float32, None).dtype == torch.float32
-    got = _upstream(time_major, torch.float32, "batch_major")
+    assert _upstream(rows, torch.float32, True) is rows
+    assert _upstream(time_major, torch.float32, True) is time_major
+    assert _upstream(rows, torch.float32, False).dtype == torch.float32
+    got = _upstream(time_major, torch.float32, False)
     assert got.dtype == torch.float32 and got.stride() == time_major.stride()
     assert torch.equal(got, time_major.float())
 

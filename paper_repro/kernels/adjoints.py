@@ -261,7 +261,6 @@ def affine_scan(rows, grads, outs, s, wanted):
 RULES = {"gae": gae, "returns": returns, "decayed_sum": decayed_sum, "vtrace": vtrace,
          "retrace": retrace, "affine_scan": affine_scan}
 READS_OUTPUTS = {"vtrace", "retrace", "affine_scan"}  # the others are passed no outputs
-# Rules given upstream gradients (and outputs) in their own dtype where kernels run: in any
-# layout where only elementwise kernels read them, batch-major rows where a scan does.
-RAW_UPSTREAM = {"gae": "batch_major", "returns": "batch_major", "decayed_sum": "batch_major",
-                "vtrace": "any", "retrace": "any"}
+# Rules given upstream gradients (and outputs) in their own dtype where kernels run, which read
+# them as they are (a time-major scan of 16-bit rows in a 16-bit tile, ``L.narrow_loads``).
+RAW_UPSTREAM = {"gae", "returns", "decayed_sum", "vtrace", "retrace"}
