@@ -1011,7 +1011,9 @@ def test_abound_sweep_rows(monkeypatch, tmp_path):
         "lb16x32w1", "lb32x32w1", "lb16x64w2", "lb32x64w2"}
     S.main(["--out", str(tmp_path), "--abound", "--dtype", "bf16", "--shapes", "32768x16"])
     assert (tmp_path / "tn_abound_bf16.csv").exists()
-    assert all(f in (0, 1) for *_, f in S.abound_tiles(32768, 32, itemsize=2).values())
+    tiles16 = S.abound_tiles(32768, 32, itemsize=2)
+    assert tiles16.pop("rule")[-1] == -2  # the rule's 16-bit tile in interleaved runs
+    assert all(f in (0, 1) for *_, f in tiles16.values())
 
 
 def test_narrow_sweep_rows(monkeypatch, tmp_path):

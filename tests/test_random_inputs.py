@@ -423,6 +423,34 @@ def test_retrace_16bit_time_major_tiles(shape, dtype, kernels):
         check(est, d, TOL[dtype], LAYOUTS[1])
 
 
+SHAPES16 = [(32768, 32), (2048, 1024), (512, 4096)]
+
+
+def test_16bit_time_major_tiles_in_interleaved_runs():
+    """16-bit outputs' time-major tiles hold interleaved runs of the steps a thread holds (8
+    envs a 16-byte load); the look-back's tile, Retrace's and fp32 outputs' of narrow loads
+    keep latest step first."""
+    for N, T in SHAPES16:
+        c = L.choose_config(N, T, True, 132, False, False, 2)
+        assert -c.flip == c.BLOCK_T * c.BLOCK_B // (256 * c.num_warps) >= 2
+        assert L.choose_config(N, T, True, 132, False, False, 4, narrow_loads=True).flip == 1
+        assert L.choose_config(N, T, True, 132, True, True, 2).flip >= 0
+    assert L.choose_config(64, 131072, True, 132, False, False, 2).flip == 1
+
+
+@pytest.mark.parametrize("est,shape", every_kernel([(s,) for s in SHAPES16], map(str, SHAPES16)))
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_16bit_interleaved_time_major_tiles(est, shape, kernels):
+    """The 16-bit time-major tiles in interleaved runs on bf16 time-major inputs of a few
+    tiles and a partial row block."""
+    c = L.choose_config(*shape, True, 132, est.kernel == "vtrace", est.kernel == "retrace", 2)
+    config = L.ScanConfig(c.BLOCK_B, c.BLOCK_T, 1, 1 << 20, flip=c.flip)
+    d = make_inputs(c.BLOCK_B + 3, 2 * c.BLOCK_T + 3, dtype=torch.bfloat16,
+                    device=device_of(kernels))
+    with kernels_on(kernels), L.force_config(config):
+        check(est, d, TOL[torch.bfloat16], LAYOUTS[1])
+
+
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_few_row_blocks_time_major_tile(est, kernels):
@@ -474,9 +502,11 @@ def test_narrow_loads_time_major_tiles(monkeypatch):
     for B, T in [(4096, 128), (512, 4096), (64, 131072), (1024, 100), (32768, 32)]:
         fp32 = L.config_for(B, T, (1, B), cpu, itemsize=4, inputs=(full, wide, None))
         assert fp32 == L.config_for(B, T, (1, B), cpu, itemsize=4)
+        tile16 = L.config_for(B, T, (1, B), cpu, itemsize=2)
         for narrow in (half, flags, flags.to(torch.uint8)):
             got = L.config_for(B, T, (1, B), cpu, itemsize=4, inputs=(full, narrow, None))
-            assert got == L.config_for(B, T, (1, B), cpu, itemsize=2) != fp32
+            assert got != fp32 and got.flip == 1  # fp32 values lost in 16-bit runs
+            assert got == replace(tile16, flip=got.flip)
             assert L.config_for(B, T, (T, 1), cpu, itemsize=4, inputs=(full, narrow)) == \
                 L.config_for(B, T, (T, 1), cpu, itemsize=4)
     assert not L.narrow_loads(8, (half,), True)
