@@ -1363,3 +1363,67 @@ def test_tile_ab_rows(monkeypatch, tmp_path):
         4096, 2048, (2048, 1), cpu, wide=True, retrace=True)
     assert TA.shipped_config("retrace", 4096, 2048, cpu) != TA.shipped_config(
         "gae", 4096, 2048, cpu)
+
+
+def _cpu_cases(monkeypatch, forced_configs):
+    """The A/Bs' CUDA cases built on the CPU, forced timing stubbed (configs recorded)."""
+    from paper_repro.bench import forced, inputs
+
+    make = inputs.make_case
+
+    def forced_time(prep, want, config, repeats=1):
+        forced_configs.append(config)
+        return 0.0, 2.0
+
+    monkeypatch.setattr(inputs, "make_case", lambda *a, **k: make(*a, **dict(k, device="cpu")))
+    monkeypatch.setattr(forced, "forced_time", forced_time)
+    monkeypatch.setattr(forced, "prepared", lambda a, N, T, dtype, layout, flags: (
+        make(a, N, T, "plain", dtype, layout, flags), None, None))
+
+
+def test_mixed_ab_rows(monkeypatch, tmp_path):
+    """The narrow-load A/B times, per input set and round, the shipped tile (the 16-bit one),
+    the fp32 inputs' tile forced, all-fp32 and all-bf16, on bf16 values beside fp32 rewards or
+    bool flags (timing stubbed: it needs CUDA)."""
+    import csv
+
+    from paper_repro.bench import mixed_ab as M
+    from paper_repro.bench.inputs import make_case
+
+    case = M.mixed_case(make_case("eligibility_traces", 4, 8, "plain", "fp32", "TN"))
+    assert [x.dtype for x in case.args[:2]] == [torch.bfloat16, torch.float32]
+    assert case.kwargs["seed_values"].dtype == torch.float32
+    seen = []
+    _cpu_cases(monkeypatch, seen)
+    out = tmp_path / "mixed_ab.csv"
+    M.main(["--out", str(out), "--shapes", "64x40", "--algorithms", "gae", "--rounds", "2"])
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    assert [(r["inputs"], r["arm"]) for r in rows[:4]] == [
+        ("bf16_values", a) for a in ("shipped", "fp32_tile", "all_fp32", "all_bf16")]
+    assert [r["arm"] for r in rows[4:8]] == ["all_bf16", "all_fp32", "fp32_tile", "shipped"]
+    assert {r["inputs"] for r in rows[8:]} == {"bool_flags"}
+    shipped, forced = rows[0]["config"], rows[1]["config"]
+    assert (shipped, forced) == ("16x32w4/True", "16x64w4/-2")  # 16-bit tile, fp32 runs
+    assert sum(c is not None for c in seen) == 4  # the fp32 tile, twice per input set
+
+
+def test_tn16_ab_rows(monkeypatch, tmp_path):
+    """The 16-bit time-major A/B times the shipped tile against its other layout: interleaved
+    runs shipped for bf16 against latest step first, the reverse for bool flags' fp32 values;
+    tiles whose threads hold one step are skipped (timing stubbed: it needs CUDA)."""
+    import csv
+
+    from paper_repro.bench import tn16_ab as TB
+    from paper_repro.kernels import _launch as L
+
+    seen = []
+    _cpu_cases(monkeypatch, seen)
+    monkeypatch.setattr(L, "num_sms", lambda device: 132)
+    out = tmp_path / "tn16_ab.csv"
+    TB.main(["--out", str(out), "--shapes", "32768x32,64x40", "--algorithms", "gae",
+             "--rounds", "1"])
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    assert [(r["inputs"], r["arm"], r["config"]) for r in rows] == [
+        ("bf16", "shipped", "32x16w1/-2"), ("bf16", "latest_first", "32x16w1/1"),
+        ("bool_flags", "shipped", "32x16w1/1"), ("bool_flags", "interleaved", "32x16w1/-2")]
+    assert [c.flip for c in seen if c is not None] == [1, -2]

@@ -1,20 +1,23 @@
-"""16-bit time-major tiles held latest step first (shipped) against the same tiles in
-interleaved runs, as fp32's are (``_tiles._interleaved``: a 16-byte load holds 8 envs here).
+"""16-bit time-major tiles in interleaved runs (shipped, ``_tiles._runs16``) against the same
+tiles latest step first, as they were before (a 16-byte load holds 8 envs here).
 
 ``python -m paper_repro.bench.tn16_ab [--out FILE] [--shapes 4096x128,...]
 [--algorithms gae,...] [--inputs bf16,bool_flags] [--rounds 2]``
 
 (CUDA) Per estimator, shape and input set, time-major: ``bf16`` (every input bf16) or
-``bool_flags`` (fp32 values, bool flags: the 16-bit tile by ``_launch.narrow_loads``). The
-arms in turn each round, the order reversed every other round: ``shipped`` and
-``interleaved`` (its tile with ``flip = -R``, R = the steps a thread holds, forced through
-``L.force_config``); device time by CUDA-graph replay, minimum of two, and the largest
-difference from the shipped call's output. Tiles whose threads hold one step are skipped.
+``bool_flags`` (fp32 values, bool flags: the 16-bit tile by ``_launch.narrow_loads``, latest
+step first). The arms in turn each round, the order reversed every other round: ``shipped``
+and the other of ``interleaved`` (its tile with ``flip = -R``, R = the steps a thread holds)
+and ``latest_first`` (``flip = 1``), forced through ``L.force_config``; device time by
+CUDA-graph replay, minimum of two, and the largest difference from the shipped call's output.
+Tiles whose threads hold one step, and the look-back's, are skipped.
 """
 from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+
+import torch
 
 from paper_repro.bench.mixed_ab import long_rows
 from paper_repro.bench.results import stream_csv
@@ -38,11 +41,14 @@ def _rows(algorithm, N, T, inputs, rounds):
     dtype, flags = ("bf16", "float") if inputs == "bf16" else ("fp32", "bool")
     case, prep, want = prepared(algorithm, N, T, dtype, "TN", flags)
     shipped = L.config_for(N, T, (1, N), case.args[0].device, wide=algorithm == "vtrace",
-                           itemsize=2, long_rows=long_rows(algorithm))
+                           itemsize=4 if flags == "bool" else 2, long_rows=long_rows(algorithm),
+                           inputs=[x for x in case.args if torch.is_tensor(x)])
     R = interleaved_runs(shipped)
-    if R < 2 or shipped.BLOCK_T % R or shipped.flip not in (True, 1):
+    if R < 2 or shipped.BLOCK_T % R or shipped.single_pass:
         return
-    arms = {"shipped": None, "interleaved": replace(shipped, flip=-R)}
+    other = ("interleaved", replace(shipped, flip=-R)) if shipped.flip == 1 else \
+        ("latest_first", replace(shipped, flip=1))
+    arms = {"shipped": None, other[0]: other[1]}
     for r in range(rounds):
         for arm in list(arms) if r % 2 == 0 else list(arms)[::-1]:
             diff, us = forced_time(prep, want, arms[arm], repeats=2)
