@@ -57,6 +57,14 @@ def _keep(done, acc):
     return 1.0 - done.to(acc)
 
 
+def _one_step_on(d):
+    """``[B, T]`` flags ``d_{t+1}`` at step t, 0 at the last, laid out as ``d``."""
+    out = torch.empty_like(d)
+    out[:, :-1] = d[:, 1:]
+    out[:, -1] = 0
+    return out
+
+
 def gae(rows, grads, outs, s, wanted):
     """``A = scan(r + gamma (1 - term) nu - V, gamma lambda (1 - done))``: ``dr = g``,
     ``dV_t = -g_t + w_{t-1} (1 - trunc_{t-1})``, ``db_t = w_t trunc_t`` (t < T-1) and the window
@@ -117,12 +125,14 @@ def decayed_sum(rows, grads, outs, s, wanted):
         return None
     u, d, k = grads[0], rows["dones"], s["decay"]
     acc = L.acc_dtype(u.dtype)
-    if s["previous_done"] and L.use_triton(u):
-        # one launch, any flag dtype; dx in x's dtype straight away where the upstream gradient
-        # has it too (a tile for one value size) and dseed does not need g_0
+    if L.use_triton(u):
+        # the returns kernel, any flag dtype (starts at: the flags one step on, a copy); dx in
+        # x's dtype straight away where the upstream gradient has it too (a tile for one value
+        # size) and dseed does not need g_0
         x_dtype = rows["x"].dtype
-        g = decayed_returns(u, d, k, x_dtype if u.dtype == x_dtype and
-                            "seed_values" not in wanted else acc)
+        g = decayed_returns(u, d if s["previous_done"] else _one_step_on(d), k,
+                            x_dtype if u.dtype == x_dtype and "seed_values" not in wanted
+                            else acc)
     elif s["previous_done"] and d.dtype == torch.bool:
         g = _returns(u, None, d, None, None, k, 1.0, -1)  # exact: min(d, 1) = d
     else:
