@@ -243,13 +243,26 @@ def word_rows():
                        "words": words}
 
 
-# Time-major shapes of the mixed-dtype rows: each estimator's shipped tile for fp32 outputs
-# and 16-bit ones, fed fp32, mixed (16-bit values, fp32 rewards and seeds, fp32 outputs) and
-# 16-bit inputs: which layout 16-bit loads into fp32 outputs want (``_launch.narrow_loads``).
+# Time-major shapes of the mixed-dtype rows: each estimator's tiles for fp32 inputs, for fp32
+# outputs of narrower loads (``_launch.narrow_loads``) and for 16-bit outputs, fed what each
+# serves: fp32 inputs, mixed (16-bit values, fp32 rewards and seeds, fp32 outputs), bool flags
+# beside fp32 values, all 16-bit.
 MIXED_SHAPES = [(4096, 128), (32768, 32), (2048, 1024), (512, 4096), (64, 131072)]
 MIXED_KERNELS = ("gae", "lambda_returns", "vtrace", "eligibility_traces", "retrace")
-MIXED_COLUMNS = COLUMNS + ["local_loads", "local_stores", "B", "T", "tile_itemsize", "dtype"]
+MIXED_TILES = {"fp32": ("fp32", "mixed", "bool_flags"), "narrow": ("mixed", "bool_flags"),
+               "16bit": ("bf16",)}
+MIXED_COLUMNS = COLUMNS + ["local_loads", "local_stores", "B", "T", "tile", "dtype"]
 FP32_POINTERS = {"r_ptr", "seed_ptr", "out_ptr", "adv_ptr", "agg_ptr"}
+FLAG_POINTERS = {"term_ptr", "trunc_ptr", "done_ptr", "done2_ptr"}
+
+
+def mixed_pointer(name: str, dtype: str) -> str | None:
+    """A pointer's type in the mixed rows' ``dtype``, None where it stays ``*fp32``."""
+    if dtype == "bool_flags":
+        return "*i1" if name in FLAG_POINTERS else None
+    if dtype == "bf16" or (dtype == "mixed" and name not in FP32_POINTERS):
+        return "*bf16"
+    return None
 
 
 def launch_phase(config, T: int) -> int:
@@ -270,11 +283,13 @@ def mixed_rows():
     for name in MIXED_KERNELS:
         kernel, wide, retrace = kernels()[name], name in ("vtrace", "retrace"), name == "retrace"
         for B, T in MIXED_SHAPES:
-            for itemsize in (4, 2):
-                c = _tiles.choose_config(B, T, True, 132, wide, retrace, itemsize)
+            for tile_name, dtypes in MIXED_TILES.items():
+                c = _tiles.choose_config(B, T, True, 132, wide, retrace,
+                                         2 if tile_name == "16bit" else 4,
+                                         narrow_loads=tile_name == "narrow")
                 tile = (c.BLOCK_B, c.BLOCK_T, c.num_warps, launch_phase(c, T), False, True)
-                for dtype in ("fp32", "mixed", "bf16"):
-                    half = dtype != "fp32"
+                for dtype in dtypes:
+                    half = dtype in ("mixed", "bf16")
                     saved = dict(CONSTEXPRS)
                     if retrace:  # four actions a step as time-major words, by tl.load
                         CONSTEXPRS.update(N_ACT=unrolled_actions(4, c, T), PACK=4 if half else 2,
@@ -285,14 +300,13 @@ def mixed_rows():
                         CONSTEXPRS.clear()
                         CONSTEXPRS.update(saved)
                     for k in sig:
-                        if sig[k] == "*fp32" and k != "agg_ptr" and (
-                                dtype == "bf16" or half and k not in FP32_POINTERS):
-                            sig[k] = "*bf16"
+                        if sig[k] == "*fp32" and k != "agg_ptr":
+                            sig[k] = mixed_pointer(k, dtype) or sig[k]
                     yield {"triton": triton.__version__, "kernel": name,
                            **dict(zip(COLUMNS[2:9], (*tile, c.flip))),
                            **sm90_counts(kernel, sig, const, aligned,
                                          {"num_warps": c.num_warps}),
-                           "B": B, "T": T, "tile_itemsize": itemsize, "dtype": dtype}
+                           "B": B, "T": T, "tile": tile_name, "dtype": dtype}
 
 
 def main(argv=None):
