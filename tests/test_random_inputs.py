@@ -862,7 +862,8 @@ def test_long_row_choices(est, kernels, monkeypatch):
 def test_flip_rule():
     """Time-major tiles latest step first (but not Retrace's), fp32 tiles of 16 steps or more
     as interleaved runs of the steps a thread holds (Retrace's where row blocks are few, or
-    where rows abound up to 128 steps: one-warp tiles, up to 16 steps latest step first);
+    where rows abound up to 128 steps: one-warp tiles, up to 16 steps latest step first), and
+    16-bit ones where a thread holds several steps but the look-back's (not Retrace's);
     batch-major backward tiles of 16 steps or more as runs of one 16-byte load's steps
     (Retrace: 4)."""
     assert L.choose_config(4096, 128, True, 132, False).flip == -8  # 16x128, 2 warps
@@ -872,7 +873,8 @@ def test_flip_rule():
     assert L.choose_config(2048, 1024, True, 132, False).flip == -4  # 16x128, 4 warps
     assert L.choose_config(64, 131072, True, 132, False).flip == -8  # 32x128, 4 warps
     assert L.choose_config(16, 131072, True, 132, False).flip == -4  # 16x128 look-back
-    assert L.choose_config(512, 4096, True, 132, True, itemsize=2).flip == 1
+    assert L.choose_config(512, 4096, True, 132, True, itemsize=2).flip == -2  # 32x16, 1 warp
+    assert L.choose_config(64, 131072, True, 132, False, itemsize=2).flip == 1  # look-back
     assert L.choose_config(32768, 32, True, 132, False).flip == -4  # 32x16, 1 warp
     assert L.choose_config(32768, 8, True, 132, False).flip == 1
     assert L.choose_config(32768, 32, True, 132, False, itemsize=8).flip == 1
