@@ -1423,7 +1423,7 @@ def test_mixed_ab_rows(monkeypatch, tmp_path):
     assert [r["arm"] for r in rows[4:8]] == ["all_bf16", "all_fp32", "fp32_tile", "shipped"]
     assert {r["inputs"] for r in rows[8:]} == {"bool_flags"}
     shipped, forced = rows[0]["config"], rows[1]["config"]
-    assert (shipped, forced) == ("16x32w4/True", "16x64w4/-2")  # 16-bit tile, fp32 runs
+    assert (shipped, forced) == ("16x32w4/1", "16x64w4/-2")  # 16-bit tile, fp32 runs
     assert sum(c is not None for c in seen) == 4  # the fp32 tile, twice per input set
 
 

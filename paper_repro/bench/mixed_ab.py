@@ -57,7 +57,6 @@ def long_rows(algorithm: str):
 
 
 def _rows(algorithm, N, T, inputs, rounds):
-    from paper_repro.bench.forced import forced_time
     from paper_repro.bench.inputs import make_case
     from paper_repro.bench.providers import _ours
 
@@ -77,28 +76,43 @@ def _rows(algorithm, N, T, inputs, rounds):
     arms = {"shipped": (prep, None, tile(4, [x for x in narrow.args if torch.is_tensor(x)])),
             "fp32_tile": (prep, config, config), "all_fp32": (_ours(case), None, config),
             "all_bf16": (_ours(case_of("bf16")), None, tile(2))}
+    row = {"algorithm": algorithm, "num_envs": N, "seq_len": T, "layout": "TN",
+           "inputs": inputs}
+    yield from timed_arms(row, arms, want, rounds)
+
+
+def timed_arms(row: dict, arms: dict, want, rounds: int):
+    """``row`` under each of ``arms`` (name -> (prepared call, config forced or None, the config
+    it runs)), in turn each round, the order reversed every other round: device time (minimum
+    of two) and the largest difference from ``want``."""
+    from paper_repro.bench.forced import forced_time
+
     for r in range(rounds):
         for arm in list(arms) if r % 2 == 0 else list(arms)[::-1]:
-            p, forced, shown = arms[arm]
-            diff, us = forced_time(p, want, forced, repeats=2)
-            yield {"algorithm": algorithm, "num_envs": N, "seq_len": T, "layout": "TN",
-                   "inputs": inputs, "round": r, "arm": arm,
-                   "config": f"{shown.BLOCK_B}x{shown.BLOCK_T}w{shown.num_warps}/{shown.flip}",
-                   "device_us": round(us, 3), "max_abs_diff": f"{diff:.3g}"}
+            prep, forced, c = arms[arm]
+            diff, us = forced_time(prep, want, forced, repeats=2)
+            yield dict(row, round=r, arm=arm, device_us=round(us, 3), max_abs_diff=f"{diff:.3g}",
+                       config=f"{c.BLOCK_B}x{c.BLOCK_T}w{c.num_warps}/{int(c.flip)}")
+
+
+def run(argv, doc: str, shapes: str, algorithms: str, inputs: str, case_rows):
+    """The A/B's command line: ``case_rows(algorithm, N, T, inputs, rounds)`` of every case,
+    streamed to ``--out``."""
+    p = argparse.ArgumentParser(description=doc)
+    p.add_argument("--out", default=None, help="CSV to write (default: stdout)")
+    p.add_argument("--shapes", default=shapes)
+    p.add_argument("--algorithms", default=algorithms)
+    p.add_argument("--inputs", default=inputs)
+    p.add_argument("--rounds", type=int, default=2)
+    args = p.parse_args(argv)
+    cases = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    rows = (row for N, T in cases for a in args.algorithms.split(",")
+            for i in args.inputs.split(",") for row in case_rows(a, N, T, i, args.rounds))
+    stream_csv(args.out, COLUMNS, rows)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--out", default=None, help="CSV to write (default: stdout)")
-    p.add_argument("--shapes", default=SHAPES)
-    p.add_argument("--algorithms", default=ALGORITHMS)
-    p.add_argument("--inputs", default=INPUTS)
-    p.add_argument("--rounds", type=int, default=2)
-    args = p.parse_args(argv)
-    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    rows = (row for N, T in shapes for a in args.algorithms.split(",")
-            for inputs in args.inputs.split(",") for row in _rows(a, N, T, inputs, args.rounds))
-    stream_csv(args.out, COLUMNS, rows)
+    run(argv, __doc__, SHAPES, ALGORITHMS, INPUTS, _rows)
 
 
 if __name__ == "__main__":

@@ -14,20 +14,16 @@ Tiles whose threads hold one step, and the look-back's, are skipped.
 """
 from __future__ import annotations
 
-import argparse
 from dataclasses import replace
 
 import torch
 
-from paper_repro.bench.mixed_ab import long_rows
-from paper_repro.bench.results import stream_csv
+from paper_repro.bench.mixed_ab import long_rows, run, timed_arms
 from paper_repro.kernels import _launch as L
 
 SHAPES = "4096x128,32768x32,2048x1024,512x4096,64x131072"
 ALGORITHMS = "gae,discounted_returns,eligibility_traces,vtrace"
 INPUTS = "bf16,bool_flags"
-COLUMNS = ["algorithm", "num_envs", "seq_len", "layout", "inputs", "round", "arm", "config",
-           "device_us", "max_abs_diff"]
 
 
 def interleaved_runs(config: L.ScanConfig) -> int:
@@ -36,7 +32,7 @@ def interleaved_runs(config: L.ScanConfig) -> int:
 
 
 def _rows(algorithm, N, T, inputs, rounds):
-    from paper_repro.bench.forced import forced_time, prepared
+    from paper_repro.bench.forced import prepared
 
     dtype, flags = ("bf16", "float") if inputs == "bf16" else ("fp32", "bool")
     case, prep, want = prepared(algorithm, N, T, dtype, "TN", flags)
@@ -48,29 +44,14 @@ def _rows(algorithm, N, T, inputs, rounds):
         return
     other = ("interleaved", replace(shipped, flip=-R)) if shipped.flip == 1 else \
         ("latest_first", replace(shipped, flip=1))
-    arms = {"shipped": None, other[0]: other[1]}
-    for r in range(rounds):
-        for arm in list(arms) if r % 2 == 0 else list(arms)[::-1]:
-            diff, us = forced_time(prep, want, arms[arm], repeats=2)
-            shown = arms[arm] or shipped
-            yield {"algorithm": algorithm, "num_envs": N, "seq_len": T, "layout": "TN",
-                   "inputs": inputs, "round": r, "arm": arm,
-                   "config": f"{shown.BLOCK_B}x{shown.BLOCK_T}w{shown.num_warps}/{int(shown.flip)}",
-                   "device_us": round(us, 3), "max_abs_diff": f"{diff:.3g}"}
+    arms = {"shipped": (prep, None, shipped), other[0]: (prep, other[1], other[1])}
+    row = {"algorithm": algorithm, "num_envs": N, "seq_len": T, "layout": "TN",
+           "inputs": inputs}
+    yield from timed_arms(row, arms, want, rounds)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--out", default=None, help="CSV to write (default: stdout)")
-    p.add_argument("--shapes", default=SHAPES)
-    p.add_argument("--algorithms", default=ALGORITHMS)
-    p.add_argument("--inputs", default=INPUTS)
-    p.add_argument("--rounds", type=int, default=2)
-    args = p.parse_args(argv)
-    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    rows = (row for N, T in shapes for a in args.algorithms.split(",")
-            for inputs in args.inputs.split(",") for row in _rows(a, N, T, inputs, args.rounds))
-    stream_csv(args.out, COLUMNS, rows)
+    run(argv, __doc__, SHAPES, ALGORITHMS, INPUTS, _rows)
 
 
 if __name__ == "__main__":
