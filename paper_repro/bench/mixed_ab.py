@@ -1,6 +1,7 @@
 """Time-major calls of fp32 outputs that load narrower values (bf16 values beside fp32
-rewards, or bool flags): the shipped tile, laid out as a 16-bit one (``_launch.narrow_loads``),
-against the fp32 outputs' tile.
+rewards, or bool flags): the shipped call (bf16 values: the tile laid out as a 16-bit one,
+``_launch.narrow_loads``; bool flags: the fp32 tile reading them as 32-bit words,
+``_launch.word_flags``) against the alternatives.
 
 ``python -m paper_repro.bench.mixed_ab [--out FILE] [--shapes 4096x128,...]
 [--algorithms gae,...] [--inputs bf16_values,bool_flags] [--rounds 2]``
@@ -8,10 +9,11 @@ against the fp32 outputs' tile.
 (CUDA) Per estimator, shape and input set, time-major. ``bf16_values``: values, next values,
 log-probabilities and eligibility traces' gradients in bf16, rewards (and the traces' seed) in
 fp32; ``bool_flags``: fp32 values, bool flags. The arms in turn each round, the order reversed
-every other round: ``shipped``, ``fp32_tile`` (the tile fp32 inputs choose, forced through
-``L.force_config``), ``all_fp32`` (fp32 values and float flags) and ``all_bf16`` (bf16 values
-and flags); device time by CUDA-graph replay, minimum of two, and the largest difference from
-the shipped call's output (all_bf16: its own rounding).
+every other round: ``shipped``; with flags as words, ``narrow_tile`` (their bytes in the tile
+laid out as a 16-bit one); ``fp32_tile`` (the tile fp32 inputs choose, forced through
+``L.force_config``, loading bytes); ``all_fp32`` (fp32 values and float flags) and
+``all_bf16`` (bf16 values and flags); device time by CUDA-graph replay, minimum of two, and the
+largest difference from the shipped call's output (all_bf16: its own rounding).
 """
 from __future__ import annotations
 
@@ -73,9 +75,13 @@ def _rows(algorithm, N, T, inputs, rounds):
                             itemsize=itemsize, long_rows=long_rows(algorithm), inputs=loads)
 
     config = tile(4)
-    arms = {"shipped": (prep, None, tile(4, [x for x in narrow.args if torch.is_tensor(x)])),
-            "fp32_tile": (prep, config, config), "all_fp32": (_ours(case), None, config),
-            "all_bf16": (_ours(case_of("bf16")), None, tile(2))}
+    loads = [x for x in narrow.args if torch.is_tensor(x)]
+    words = inputs == "bool_flags" and N % 4 == 0  # shipped: the flags read as words
+    arms = {"shipped": (prep, None, config if words else tile(4, loads))}
+    if words:  # the flags' bytes in the tile that lays them out, and in the fp32 one
+        arms["narrow_tile"] = (prep, tile(4, loads), tile(4, loads), False)
+    arms.update(fp32_tile=(prep, config, config, False), all_fp32=(_ours(case), None, config),
+                all_bf16=(_ours(case_of("bf16")), None, tile(2)))
     row = {"algorithm": algorithm, "num_envs": N, "seq_len": T, "layout": "TN",
            "inputs": inputs}
     yield from timed_arms(row, arms, want, rounds)
@@ -83,14 +89,15 @@ def _rows(algorithm, N, T, inputs, rounds):
 
 def timed_arms(row: dict, arms: dict, want, rounds: int):
     """``row`` under each of ``arms`` (name -> (prepared call, config forced or None, the config
-    it runs)), in turn each round, the order reversed every other round: device time (minimum
-    of two) and the largest difference from ``want``."""
+    it runs[, ``L.force_words``'s flag])), in turn each round, the order reversed every other
+    round: device time (minimum of two) and the largest difference from ``want``."""
     from paper_repro.bench.forced import forced_time
 
     for r in range(rounds):
         for arm in list(arms) if r % 2 == 0 else list(arms)[::-1]:
-            prep, forced, c = arms[arm]
-            diff, us = forced_time(prep, want, forced, repeats=2)
+            prep, forced, c, *words = arms[arm]
+            with L.force_words(words[0] if words else None):
+                diff, us = forced_time(prep, want, forced, repeats=2)
             yield dict(row, round=r, arm=arm, device_us=round(us, 3), max_abs_diff=f"{diff:.3g}",
                        config=f"{c.BLOCK_B}x{c.BLOCK_T}w{c.num_warps}/{int(c.flip)}")
 

@@ -75,8 +75,9 @@ def force_alignment(flag: bool | None):
 
 
 def force_words(flag: bool | None):
-    """Inside the block, Retrace reads its per-action inputs as 64-bit words wherever their
-    layout allows (True) or never (False); None: the rule (``retrace.action_reads``)."""
+    """Inside the block, Retrace reads its per-action inputs as 64-bit words and time-major
+    tiles their 1-byte flags as 32-bit ones wherever their layout allows (True) or never
+    (False); None: the rules (``retrace.action_reads``, ``word_flags``)."""
     return _setting(_FORCED_WORDS, flag)
 
 
@@ -343,6 +344,27 @@ def rows_of(axis: int, **named) -> Rows:
         values, stride = common_strides([named[k] for k in present])
         named.update(zip(present, values))
     return Rows(B, T, stride, named)
+
+
+FLAGS = ("terminateds", "truncateds")
+
+
+def word_flags(rows: Rows, itemsize: int, names: tuple = FLAGS) -> bool:
+    """Whether a time-major tile of fp32 outputs reads its 1-byte flags (bool, uint8, int8;
+    ``names``, those present) as the 4-byte words that hold them (``flag_load``'s ``FLAG_WORDS``):
+    four envs of one step a word, as the tile has them a thread. Needs B and the step stride in
+    multiples of 4; the launch reads words only where the flags' addresses are 16-byte aligned
+    too (``Launch``'s ``words``), and bytes elsewhere."""
+    flags = [rows[k] for k in names if rows.tensors.get(k) is not None]
+    return (bool(flags) and _FORCED_WORDS[0] is not False and rows.time_major and itemsize == 4
+            and rows.B % 4 == 0 and rows.stride[1] % 4 == 0
+            and all(f.element_size() == 1 for f in flags))
+
+
+def tile_inputs(rows: Rows, words: bool, names: tuple = FLAGS) -> list:
+    """The per-step tensors whose loads lay out the tile (``narrow_loads``): flags ``names``
+    read as words load four bytes, so they leave it alone."""
+    return [x for k, x in rows.tensors.items() if not (words and k in names)]
 
 
 def batch_shape(x: torch.Tensor, axis: int):

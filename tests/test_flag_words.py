@@ -1,0 +1,150 @@
+"""1-byte flags read as the 32-bit words that hold them (``_launch.word_flags``,
+``affine_scan.flag_load``): the rule, the answers against the float64 reference on the real
+kernels, and the byte reads kept for flags at addresses not 16-byte aligned."""
+import contextlib
+
+import pytest
+import torch
+from conftest import BACKENDS, TOL, assert_close, device_of
+from estimators import ESTIMATORS, LAYOUTS, make_inputs, outputs
+
+import paper_repro as P
+from paper_repro.baselines import reference as ref
+from paper_repro.kernels import _launch as L
+from paper_repro.kernels import affine_scan
+
+KERNELS = [b for b in BACKENDS if b != "torch"]
+TIME_MAJOR = next(x for x in LAYOUTS if x.name == "time_major")
+# the kernels whose flags may be read as words (Retrace's stay bytes)
+WORD_KERNELS = {"gae", "vtrace", "returns", "decayed_sum"}
+FLAG_KEYS = ("term", "trunc")
+SPLIT = L.ScanConfig(BLOCK_B=4, BLOCK_T=8, num_warps=1, seg_len=16)
+LOOK_BACK = L.ScanConfig(BLOCK_B=8, BLOCK_T=8, num_warps=1, seg_len=8, single_pass=True,
+                         flip=-2)
+
+
+def rows(B=8, T=5, flag=torch.bool, stride_t=None, trunc=True, itemsize=4):
+    """``L.Rows`` of time-major GAE-like inputs (``stride_t``: default B)."""
+    stride = (1, stride_t or B)
+
+    def step(dtype):
+        return torch.empty_strided((B, T), stride, dtype=dtype)
+
+    return L.Rows(B, T, stride, dict(rewards=step(torch.float32), terminateds=step(flag),
+                                     truncateds=step(flag) if trunc else None))
+
+
+def test_word_flags_rule():
+    assert L.word_flags(rows(), 4)
+    assert L.word_flags(rows(flag=torch.uint8, trunc=False), 4)
+    assert L.word_flags(rows(flag=torch.int8, B=4, stride_t=12), 4)
+    assert not L.word_flags(rows(B=6), 4)  # a step's flags end inside a word
+    assert not L.word_flags(rows(stride_t=10), 4)
+    assert not L.word_flags(rows(), 2)  # 16-bit outputs: the 16-bit tile
+    assert not L.word_flags(rows(flag=torch.float32), 4)
+    batch_major = L.Rows(8, 5, (5, 1), rows().tensors)
+    assert not L.word_flags(batch_major, 4)
+    mixed = rows()
+    mixed.tensors["truncateds"] = mixed["truncateds"].float()
+    assert not L.word_flags(mixed, 4)  # one constexpr reads both flags
+    with L.force_words(False):
+        assert not L.word_flags(rows(), 4)
+
+
+def test_words_keep_the_fp32_tile(monkeypatch):
+    """Flags read as words leave the time-major fp32 tile alone; bytes lay it out as 16-bit."""
+    monkeypatch.setattr(L, "num_sms", lambda device: 132)
+    cpu = torch.device("cpu")
+    for B, T in [(4096, 128), (512, 4096), (64, 131072)]:
+        r = rows(B, T)
+        fp32 = L.config_for(B, T, r.stride, cpu, itemsize=4)
+        assert L.config_for(B, T, r.stride, cpu, itemsize=4,
+                            inputs=L.tile_inputs(r, True)) == fp32
+        assert L.config_for(B, T, r.stride, cpu, itemsize=4,
+                            inputs=L.tile_inputs(r, False)) != fp32
+
+
+def shifted(x: torch.Tensor, offset: int) -> torch.Tensor:
+    """``x`` (contiguous) copied to ``offset`` bytes past an allocation's start."""
+    n = x.numel() * x.element_size()
+    buf = torch.zeros(n + 16, dtype=torch.uint8, device=x.device)
+    y = buf[offset:offset + n].view(x.dtype).view(x.shape)
+    return y.copy_(x)
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """Whether each engine launch read its flags as words (its last flag, FLAG_WORDS, on);
+    a launch handing unaligned flags to its byte-reading twin is counted once, as that."""
+    seen, call = [], affine_scan.Launch.__call__
+
+    def spy(job, pointers):
+        if not (job.words and any(pointers[k].data_ptr() & 15 for k in job.words)):
+            seen.append(bool(job.words) and job.middle[-2] is True)
+        return call(job, pointers)
+
+    monkeypatch.setattr(affine_scan.Launch, "__call__", spy)
+    return seen
+
+
+@pytest.mark.parametrize("offset", [0, 1, 4], ids=["aligned", "byte1", "word1"])
+@pytest.mark.parametrize("flag_dtype", [torch.bool, torch.uint8], ids=str)
+@pytest.mark.parametrize("est", ESTIMATORS, ids=[e.name for e in ESTIMATORS])
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_flags_as_words(est, flag_dtype, offset, kernels, launches):
+    """Time-major fp32 rows of 12 envs (three words a step) with 1-byte flags, against the
+    float64 reference; words where the flags are 16-byte aligned, bytes elsewhere."""
+    d = TIME_MAJOR.apply(make_inputs(12, 37, flag_dtype=flag_dtype, device=device_of(kernels)))
+    d.update({k: shifted(d[k], offset) for k in FLAG_KEYS})
+    with L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext():
+        got = [TIME_MAJOR.back(y) for y in outputs(est.call(P, d, time_dim=0))]
+    want = outputs(est.call(ref, make_inputs(12, 37, flag_dtype=flag_dtype)))
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_close(f"{est.name}[{i}]", g, w, TOL[torch.float32])
+    assert launches and any(launches) == (offset == 0 and est.kernel in WORD_KERNELS)
+
+
+@pytest.mark.parametrize("config", [SPLIT, LOOK_BACK], ids=["two_pass", "look_back"])
+@pytest.mark.parametrize("est", [e for e in ESTIMATORS if e.kernel in WORD_KERNELS],
+                         ids=[e.name for e in ESTIMATORS if e.kernel in WORD_KERNELS])
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_flags_as_words_split_over_time(est, config, kernels, launches):
+    """Words in the two passes and the look-back, tiles of 4 and 8 envs, 1 and 2 steps a run."""
+    d = TIME_MAJOR.apply(make_inputs(16, 45, flag_dtype=torch.bool, device=device_of(kernels)))
+    on = L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext()
+    with on, L.force_config(config):
+        got = [TIME_MAJOR.back(y) for y in outputs(est.call(P, d, time_dim=0))]
+    want = outputs(est.call(ref, make_inputs(16, 45, flag_dtype=torch.bool)))
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_close(f"{est.name}[{i}]", g, w, TOL[torch.float32])
+    assert any(launches)
+
+
+@pytest.mark.parametrize("name", ["gae", "lambda_returns"])
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_gradients_through_flags_as_words(name, kernels, launches):
+    """The backward's reset sums (``adjoints``) read both flags as words too."""
+    est = next(e for e in ESTIMATORS if e.name == name)
+    d = make_inputs(8, 33, flag_dtype=torch.bool)
+    w = torch.randn(8, 33, generator=torch.Generator().manual_seed(1))
+    keys = ("r", "v", "n")
+
+    def grads(module, inputs, layout, **kw):
+        # the upstream gradient in the outputs' own layout, as the flags are
+        x = {k: inputs[k].clone().requires_grad_() for k in keys}
+        y = outputs(est.call(module, {**inputs, **x}, **kw))[0]
+        return torch.autograd.grad((y * layout.apply({"r": w})["r"].to(y)).sum(),
+                                   list(x.values()), allow_unused=True)
+
+    with L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext():
+        got = grads(P, TIME_MAJOR.apply({k: v if v is None else v.to(device_of(kernels))
+                                         for k, v in d.items()}), TIME_MAJOR, time_dim=0)
+    batch_major = LAYOUTS[0]
+    want = grads(ref, {k: v.double() if v is not None and v.is_floating_point() else v
+                       for k, v in d.items()}, batch_major)
+    for k, g, gw in zip(keys, got, want):
+        if gw is None:
+            assert g is None or not g.abs().any(), k
+        else:
+            assert_close(f"{name} d{k}", TIME_MAJOR.back(g), gw, TOL[torch.float32])
+    assert sum(launches) >= 2
