@@ -794,22 +794,25 @@ def test_sass_counts_compile_without_a_gpu():
 
 def test_sass_counts_of_bool_flags_in_time_major_tiles():
     """Bool flags beside fp32 values, time-major GAE 512 x 4096, compiled for sm_90: in the
-    fp32 tile's interleaved runs they spill (968 local loads under Triton 3.9, 883 under the
-    GPU's 3.6), in the tile ``narrow_loads`` gives them none, in a fraction of the
-    instructions."""
+    fp32 tile's interleaved runs their bytes spill (968 local loads under Triton 3.9, 883 under
+    the GPU's 3.6); the tile ``narrow_loads`` gives them spills none, in a fraction of the
+    instructions, and the fp32 tile loading them four envs a load (``four_flags``) next to none
+    (7 under 3.9, 2 under 3.6; the fp32 flags' 0 and 21) in a third of the instructions."""
     code = ("import json; from paper_repro.bench import sass as S; "
             "from paper_repro.kernels import _tiles; k = S.kernels()['gae']; out = []\n"
-            "for narrow in (False, True):\n"
+            "for narrow, fours in ((False, False), (True, False), (False, True)):\n"
             "    c = _tiles.choose_config(512, 4096, True, 132, False, False, 4, "
             "narrow_loads=narrow)\n"
             "    t = (c.BLOCK_B, c.BLOCK_T, c.num_warps, S.launch_phase(c, 4096), False, True)\n"
+            "    S.CONSTEXPRS['FOUR_FLAGS'] = fours\n"
             "    sig, const, aligned = S._signature(k, t, c.flip)\n"
             "    sig = {n: S.mixed_pointer(n, 'bool_flags') or x for n, x in sig.items()}\n"
             "    out.append(S.sm90_counts(k, sig, const, aligned, {'num_warps': c.num_warps}))\n"
             "print(json.dumps(out))")
-    fp32_tile, narrow = _compiled_json(code)
+    fp32_tile, narrow, fours = _compiled_json(code)
     assert fp32_tile["local_loads"] > 100 and narrow["local_loads"] == 0
     assert narrow["instructions"] < fp32_tile["instructions"] / 2
+    assert fours["local_loads"] < 30 and fours["instructions"] < fp32_tile["instructions"] / 2
 
 
 def test_sass_counts_of_masked_gae_in_fp64():
@@ -1402,35 +1405,53 @@ def _cpu_cases(monkeypatch, forced_configs):
 
 
 def test_mixed_ab_rows(monkeypatch, tmp_path):
-    """The narrow-load A/B times, per input set and round, the shipped tile (the 16-bit one),
-    the fp32 inputs' tile forced, all-fp32 and all-bf16, on bf16 values beside fp32 rewards or
-    bool flags (timing stubbed: it needs CUDA)."""
+    """The narrow-load A/B times, per input set and round: bf16 values beside fp32 rewards in
+    the shipped tile (the 16-bit one), the fp32 inputs' tile forced, all-fp32 and all-bf16;
+    bool flags four envs a load in the fp32 tile, against Triton's loads in the 16-bit and the
+    fp32 tiles; bf16 values with bool flags, the rule against either (timing stubbed: CUDA)."""
     import csv
 
+    from paper_repro.bench import forced
     from paper_repro.bench import mixed_ab as M
     from paper_repro.bench.inputs import make_case
+    from paper_repro.kernels import _launch as L
 
     case = M.mixed_case(make_case("eligibility_traces", 4, 8, "plain", "fp32", "TN"))
     assert [x.dtype for x in case.args[:2]] == [torch.bfloat16, torch.float32]
     assert case.kwargs["seed_values"].dtype == torch.float32
-    seen = []
+    seen, words = [], []
     _cpu_cases(monkeypatch, seen)
+    stub = forced.forced_time
+    monkeypatch.setattr(forced, "forced_time", lambda *a, **k: (
+        words.append(L._FORCED_WORDS[0]), stub(*a, **k))[1])
     out = tmp_path / "mixed_ab.csv"
     M.main(["--out", str(out), "--shapes", "64x40", "--algorithms", "gae", "--rounds", "2"])
     rows = list(csv.DictReader(out.read_text().splitlines()))
-    assert [(r["inputs"], r["arm"]) for r in rows[:4]] == [
-        ("bf16_values", a) for a in ("shipped", "fp32_tile", "all_fp32", "all_bf16")]
-    assert [r["arm"] for r in rows[4:8]] == ["all_bf16", "all_fp32", "fp32_tile", "shipped"]
-    assert {r["inputs"] for r in rows[8:]} == {"bool_flags"}
-    shipped, forced = rows[0]["config"], rows[1]["config"]
-    assert (shipped, forced) == ("16x32w4/1", "16x64w4/-2")  # 16-bit tile, fp32 runs
-    assert sum(c is not None for c in seen) == 4  # the fp32 tile, twice per input set
+    arms = [(r["inputs"], r["arm"], r["round"]) for r in rows]
+    assert arms[:4] == [("bf16_values", a, "0") for a in
+                        ("shipped", "fp32_tile", "all_fp32", "all_bf16")]
+    assert [a for _, a, r in arms[4:8]] == ["all_bf16", "all_fp32", "fp32_tile", "shipped"]
+    assert arms[8:13] == [("bool_flags", a, "0") for a in
+                          ("shipped", "narrow_tile", "fp32_tile", "all_fp32", "all_bf16")]
+    assert arms[18:23] == [("bf16_bool_flags", a, "0") for a in
+                           ("shipped", "sixteen", "fours", "all_fp32", "all_bf16")]
+    assert len(rows) == 28
+    shipped, forced_tile = rows[0]["config"], rows[1]["config"]
+    assert (shipped, forced_tile) == ("16x32w4/1", "16x64w4/-2")  # 16-bit tile, fp32 runs
+    assert rows[8]["config"] == forced_tile  # bool flags four a load keep the fp32 tile
+    assert rows[9]["config"] == shipped  # sixteen a load take the 16-bit one
+    # forced tiles: bf16 values' fp32 tile, bool flags' 16-bit and fp32 tiles, each round
+    assert sum(c is not None for c in seen) == 6
+    assert words.count(False) == 8 and words.count(True) == 2  # every forced arm, only those
+    assert [w for w, r in zip(words, rows) if r["arm"] in ("narrow_tile", "fp32_tile", "sixteen")
+            and r["inputs"] != "bf16_values"] == [False] * 6
 
 
 def test_tn16_ab_rows(monkeypatch, tmp_path):
     """The 16-bit time-major A/B times the shipped tile against its other layout: interleaved
-    runs shipped for bf16 against latest step first, the reverse for bool flags' fp32 values;
-    tiles whose threads hold one step are skipped (timing stubbed: it needs CUDA)."""
+    runs shipped for bf16 against latest step first, the reverse for bool flags' fp32 values
+    loaded as Triton vectorises them; tiles whose threads hold one step are skipped (timing
+    stubbed: it needs CUDA)."""
     import csv
 
     from paper_repro.bench import tn16_ab as TB
@@ -1446,4 +1467,5 @@ def test_tn16_ab_rows(monkeypatch, tmp_path):
     assert [(r["inputs"], r["arm"], r["config"]) for r in rows] == [
         ("bf16", "shipped", "32x16w1/-2"), ("bf16", "latest_first", "32x16w1/1"),
         ("bool_flags", "shipped", "32x16w1/1"), ("bool_flags", "interleaved", "32x16w1/-2")]
-    assert [c.flip for c in seen if c is not None] == [1, -2]
+    # bool flags: the shipped 16-bit tile forced too, as the flags' sixteen-a-load layout
+    assert [c.flip for c in seen if c is not None] == [1, 1, -2]

@@ -1,19 +1,23 @@
 """Time-major calls of fp32 outputs that load narrower values (bf16 values beside fp32
 rewards, or bool flags): the shipped call (bf16 values: the tile laid out as a 16-bit one,
-``_launch.narrow_loads``; bool flags: the fp32 tile reading them as 32-bit words,
-``_launch.word_flags``) against the alternatives.
+``_launch.narrow_loads``; bool flags: the fp32 tile loading them four envs a load,
+``_launch.flag_tile``) against the alternatives.
 
 ``python -m paper_repro.bench.mixed_ab [--out FILE] [--shapes 4096x128,...]
-[--algorithms gae,...] [--inputs bf16_values,bool_flags] [--rounds 2]``
+[--algorithms gae,...] [--inputs bf16_values,bool_flags,bf16_bool_flags] [--rounds 2]``
 
 (CUDA) Per estimator, shape and input set, time-major. ``bf16_values``: values, next values,
 log-probabilities and eligibility traces' gradients in bf16, rewards (and the traces' seed) in
-fp32; ``bool_flags``: fp32 values, bool flags. The arms in turn each round, the order reversed
-every other round: ``shipped``; with flags as words, ``narrow_tile`` (their bytes in the tile
-laid out as a 16-bit one); ``fp32_tile`` (the tile fp32 inputs choose, forced through
-``L.force_config``, loading bytes); ``all_fp32`` (fp32 values and float flags) and
-``all_bf16`` (bf16 values and flags); device time by CUDA-graph replay, minimum of two, and the
-largest difference from the shipped call's output (all_bf16: its own rounding).
+fp32; ``bool_flags``: fp32 values, bool flags; ``bf16_bool_flags``: bf16 values, bool flags
+(16-bit outputs). The arms in turn each round, the order reversed every other round:
+``shipped``; with fp32 outputs' flags four a load, ``narrow_tile`` (their loads as Triton
+vectorises them, in the tile laid out as a 16-bit one); bf16: ``sixteen`` (the shipped tile
+loading them as Triton does) and ``fours`` (four a load in every tile, ``L.force_words``);
+``fp32_tile`` (the tile fp32 inputs choose, forced through ``L.force_config``, flags loaded as
+Triton does); ``all_fp32`` (fp32 values and
+float flags) and ``all_bf16`` (bf16 values and flags); device time by CUDA-graph replay,
+minimum of two, and the largest difference from the shipped call's output (all_fp32 and
+all_bf16: their own rounding).
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ from paper_repro.kernels import _launch as L
 
 SHAPES = "4096x128,32768x32,2048x1024,512x4096,64x131072"
 ALGORITHMS = "gae,lambda_returns,vtrace,eligibility_traces"
-INPUTS = "bf16_values,bool_flags"
+INPUTS = "bf16_values,bool_flags,bf16_bool_flags"
 COLUMNS = ["algorithm", "num_envs", "seq_len", "layout", "inputs", "round", "arm", "config",
            "device_us", "max_abs_diff"]
 HALF = {"values", "next_values", "log_pi_target", "log_pi_behavior", "gradients"}
@@ -66,7 +70,9 @@ def _rows(algorithm, N, T, inputs, rounds):
         return make_case(algorithm, N, T, "plain", dtype, "TN", flags, device="cuda")
 
     case = case_of("fp32")
-    narrow = mixed_case(case) if inputs == "bf16_values" else case_of("fp32", "bool")
+    narrow = {"bf16_values": lambda: mixed_case(case),
+              "bool_flags": lambda: case_of("fp32", "bool"),
+              "bf16_bool_flags": lambda: case_of("bf16", "bool")}[inputs]()
     prep = _ours(narrow)
     want = [y.double() for y in prep.outputs(prep.call())]
 
@@ -74,14 +80,20 @@ def _rows(algorithm, N, T, inputs, rounds):
         return L.config_for(N, T, (1, N), case.args[0].device, wide=algorithm == "vtrace",
                             itemsize=itemsize, long_rows=long_rows(algorithm), inputs=loads)
 
-    config = tile(4)
+    config, tile16 = tile(4), tile(2)
     loads = [x for x in narrow.args if torch.is_tensor(x)]
-    words = inputs == "bool_flags" and N % 4 == 0  # shipped: the flags read as words
-    arms = {"shipped": (prep, None, config if words else tile(4, loads))}
-    if words:  # the flags' bytes in the tile that lays them out, and in the fp32 one
-        arms["narrow_tile"] = (prep, tile(4, loads), tile(4, loads), False)
-    arms.update(fp32_tile=(prep, config, config, False), all_fp32=(_ours(case), None, config),
-                all_bf16=(_ours(case_of("bf16")), None, tile(2)))
+    if inputs == "bf16_bool_flags":  # shipped: four a load where the tile interleaves runs
+        arms = {"shipped": (prep, None, tile16), "sixteen": (prep, None, tile16, False),
+                "fours": (prep, None, tile16, True)}
+    elif inputs == "bool_flags" and N % 4 == 0:  # shipped: the flags four envs a load
+        arms = {"shipped": (prep, None, config),  # 16 a load, where they lay out the tile
+                "narrow_tile": (prep, tile(4, loads), tile(4, loads), False)}
+    else:
+        arms = {"shipped": (prep, None, tile(4, loads))}
+    if inputs != "bf16_bool_flags":
+        arms["fp32_tile"] = (prep, config, config, False)
+    arms.update(all_fp32=(_ours(case), None, config),
+                all_bf16=(_ours(case_of("bf16")), None, tile16))
     row = {"algorithm": algorithm, "num_envs": N, "seq_len": T, "layout": "TN",
            "inputs": inputs}
     yield from timed_arms(row, arms, want, rounds)

@@ -5,12 +5,14 @@ tiles latest step first, as they were before (a 16-byte load holds 8 envs here).
 [--algorithms gae,...] [--inputs bf16,bool_flags] [--rounds 2]``
 
 (CUDA) Per estimator, shape and input set, time-major: ``bf16`` (every input bf16) or
-``bool_flags`` (fp32 values, bool flags: the 16-bit tile by ``_launch.narrow_loads``, latest
-step first). The arms in turn each round, the order reversed every other round: ``shipped``
-and the other of ``interleaved`` (its tile with ``flip = -R``, R = the steps a thread holds)
-and ``latest_first`` (``flip = 1``), forced through ``L.force_config``; device time by
-CUDA-graph replay, minimum of two, and the largest difference from the shipped call's output.
-Tiles whose threads hold one step, and the look-back's, are skipped.
+``bool_flags`` (fp32 values, bool flags as Triton vectorises their loads, ``L.force_words``:
+the 16-bit tile by ``_launch.narrow_loads``, latest step first; shipped calls now load them
+four envs a load in the fp32 tile, ``bench.mixed_ab``). The arms in turn each round, the order
+reversed every other round: ``shipped`` and the other of ``interleaved`` (its tile with
+``flip = -R``, R = the steps a thread holds) and ``latest_first`` (``flip = 1``), forced
+through ``L.force_config``; device time by CUDA-graph replay, minimum of two, and the largest
+difference from the shipped call's output. Tiles whose threads hold one step, and the
+look-back's, are skipped.
 """
 from __future__ import annotations
 
@@ -44,7 +46,9 @@ def _rows(algorithm, N, T, inputs, rounds):
         return
     other = ("interleaved", replace(shipped, flip=-R)) if shipped.flip == 1 else \
         ("latest_first", replace(shipped, flip=1))
-    arms = {"shipped": (prep, None, shipped), other[0]: (prep, other[1], other[1])}
+    sixteen = (shipped, False) if flags == "bool" else (None,)  # flags as Triton loads them
+    arms = {"shipped": (prep, sixteen[0], shipped, *sixteen[1:]),
+            other[0]: (prep, other[1], other[1], *sixteen[1:])}
     row = {"algorithm": algorithm, "num_envs": N, "seq_len": T, "layout": "TN",
            "inputs": inputs}
     yield from timed_arms(row, arms, want, rounds)

@@ -76,8 +76,8 @@ def force_alignment(flag: bool | None):
 
 def force_words(flag: bool | None):
     """Inside the block, Retrace reads its per-action inputs as 64-bit words and time-major
-    tiles their 1-byte flags as 32-bit ones wherever their layout allows (True) or never
-    (False); None: the rules (``retrace.action_reads``, ``word_flags``)."""
+    tiles load their 1-byte flags four envs a load wherever their layout allows (True) or never
+    (False); None: the rules (``retrace.action_reads``, ``flag_tile``)."""
     return _setting(_FORCED_WORDS, flag)
 
 
@@ -349,22 +349,37 @@ def rows_of(axis: int, **named) -> Rows:
 FLAGS = ("terminateds", "truncateds")
 
 
-def word_flags(rows: Rows, itemsize: int, names: tuple = FLAGS) -> bool:
-    """Whether a time-major tile of fp32 outputs reads its 1-byte flags (bool, uint8, int8;
-    ``names``, those present) as the 4-byte words that hold them (``flag_load``'s ``FLAG_WORDS``):
-    four envs of one step a word, as the tile has them a thread. Needs B and the step stride in
-    multiples of 4; the launch reads words only where the flags' addresses are 16-byte aligned
-    too (``Launch``'s ``words``), and bytes elsewhere."""
+def four_flags(rows: Rows, itemsize: int, names: tuple = FLAGS) -> bool:
+    """Whether a time-major tile of fp32 or 16-bit outputs may load its 1-byte flags (bool,
+    uint8, int8; ``names``, those present) four envs a load (``flag_load``'s ``FOUR_FLAGS``):
+    B and the step stride multiples of 4, so that each step's four envs of a thread lie in one
+    aligned word."""
     flags = [rows[k] for k in names if rows.tensors.get(k) is not None]
-    return (bool(flags) and _FORCED_WORDS[0] is not False and rows.time_major and itemsize == 4
-            and rows.B % 4 == 0 and rows.stride[1] % 4 == 0
+    return (bool(flags) and _FORCED_WORDS[0] is not False and rows.time_major
+            and itemsize in (2, 4) and rows.B % 4 == 0 and rows.stride[1] % 4 == 0
             and all(f.element_size() == 1 for f in flags))
 
 
-def tile_inputs(rows: Rows, words: bool, names: tuple = FLAGS) -> list:
+def flag_tile(rows: Rows, device, itemsize: int, long_rows: LongRows | None = None,
+              wide: bool = False, names: tuple = FLAGS) -> tuple:
+    """``(config, fours)``: the tile of a launch whose flags are ``names``, and whether it
+    loads them four envs a load (``four_flags``). fp32 tiles do, and keep the layout fp32
+    inputs give them (``tile_inputs``); tiles laid out as 16-bit ones (16-bit outputs,
+    ``narrow_loads``) where they hold interleaved runs (``flip < 0``), whose bytes at eight envs
+    a thread took twice the registers (``bench.sass --mixed``). ``L.force_words(True)``: every
+    tile where the layout allows."""
+    fours = four_flags(rows, itemsize, names)
+    inputs = tile_inputs(rows, fours, names)
+    config = config_for(rows.B, rows.T, rows.stride, device, wide=wide, itemsize=itemsize,
+                        long_rows=long_rows, inputs=inputs)
+    sixteen = itemsize == 2 or narrow_loads(itemsize, inputs, True)
+    return config, fours and (not sixteen or config.flip < 0 or _FORCED_WORDS[0] is True)
+
+
+def tile_inputs(rows: Rows, fours: bool, names: tuple = FLAGS) -> list:
     """The per-step tensors whose loads lay out the tile (``narrow_loads``): flags ``names``
-    read as words load four bytes, so they leave it alone."""
-    return [x for k, x in rows.tensors.items() if not (words and k in names)]
+    loaded four envs a load leave it alone."""
+    return [x for k, x in rows.tensors.items() if not (fours and k in names)]
 
 
 def batch_shape(x: torch.Tensor, axis: int):

@@ -26,7 +26,6 @@ Conventions (SPEC.md section 0): backward ``A_t = alpha_t + beta_t A_{t+1}`` wit
 forward ``A_t = alpha_t + beta_t A_{t-1}`` with ``A_{-1} = seed``. Padded lanes are the
 identity ``(0, 1)``. Estimator kernels reuse the jit helpers below in the same loop shape.
 """
-import copy
 import os
 from typing import Optional
 
@@ -256,24 +255,23 @@ def load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.constexpr, ACC: tl
 
 
 @triton.jit
-def flag_load(ptr, offs, mask, FLAG_WORDS: tl.constexpr):
-    """A tile of flags as stored. ``FLAG_WORDS``: 1-byte flags read as the 4-byte words that hold
-    them (``L.word_flags``: time-major, whole words, 16-byte aligned), so that an fp32 tile keeps
-    its four envs a thread; a byte load lays out the whole tile at 16 envs a thread."""
-    if FLAG_WORDS:
-        words = ptr.to(tl.pointer_type(tl.int32), bitcast=True)
-        word = tl.load(words + offs // 4, mask=mask, other=0)
-        return ((word >> (offs % 4) * 8) & 0xFF).to(ptr.dtype.element_ty)
+def flag_load(ptr, offs, mask, FOUR_FLAGS: tl.constexpr):
+    """A tile of flags as stored. ``FOUR_FLAGS``: 1-byte flags loaded four envs a load
+    (``L.four_flags``), as an fp32 tile holds them a thread: ``offs // 4 * 4 + offs % 4`` is
+    ``offs``, and tells the compiler runs of four, where it would load sixteen bytes a thread
+    and lay the whole tile out for them (sm_90: up to 5.7x the instructions, and spills)."""
+    if FOUR_FLAGS:
+        return tl.load(ptr + (offs // 4 * 4 + offs % 4), mask=mask, other=0)
     return tl.load(ptr + offs, mask=mask, other=0)
 
 
 @triton.jit
 def raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.constexpr,
-              FLAG_WORDS: tl.constexpr = False):
+              FOUR_FLAGS: tl.constexpr = False):
     """(terminated, truncated) tiles as stored (no conversion, so no wait on the load)."""
-    term = flag_load(term_ptr, offs, mask, FLAG_WORDS)
+    term = flag_load(term_ptr, offs, mask, FOUR_FLAGS)
     if HAS_TRUNC:
-        trunc = flag_load(trunc_ptr, offs, mask, FLAG_WORDS)
+        trunc = flag_load(trunc_ptr, offs, mask, FOUR_FLAGS)
     else:
         trunc = tl.zeros_like(term)
     return term, trunc
@@ -777,14 +775,13 @@ class Launch:
     rule for PREFETCH (``L.prefetch``'s ``allowed``)."""
 
     __slots__ = ("kernel", "grid", "num_warps", "B", "acc", "device", "cuda_index", "middle",
-                 "tile", "one_pass", "single_pass", "launchers", "grid3", "maxnreg", "words",
-                 "bytes_job")
+                 "tile", "one_pass", "single_pass", "launchers", "grid3", "maxnreg")
     # single_pass: the look-back's PHASE (3 or 6: a tile a program; 4: a segment of tiles
     # swept twice, reduce then scan), or 0 for none.
 
     def __init__(self, kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, device,
                  ints: tuple, scalars: tuple = (), flags: tuple = (), one_tile: bool = True,
-                 look_back_tile: bool = True, prefetch: bool = True, words: tuple = ()):
+                 look_back_tile: bool = True, prefetch: bool = True):
         self.kernel, self.num_warps, self.B, self.acc, self.device = (
             kernel, config.num_warps, B, acc, device)
         self.maxnreg = config.max_registers
@@ -801,9 +798,6 @@ class Launch:
             one = 3 if look_back_tile else WALKED_LOOK_BACK
             self.single_pass = one if config.seg_len == config.BLOCK_T else 4
         self.launchers = {}  # one-pass direct launchers by device and pointer alignment
-        # words: the pointers whose 16-byte alignment the last flag (FLAG_WORDS, L.word_flags)
-        # needs; a launcher is compiled per alignment, so a repeat keeps the right one.
-        self.words, self.bytes_job = (words if flags and flags[-1] else ()), None
         if abs(config.flip) > 1 and config.BLOCK_T % abs(config.flip):
             raise ValueError(f"runs of {abs(config.flip)} steps must divide "
                              f"BLOCK_T={config.BLOCK_T}")
@@ -812,8 +806,6 @@ class Launch:
         if self.cuda_index is not None and self.cuda_index != D.current_device():
             with torch.cuda.device(self.device):  # Triton launches on the current device
                 return self(pointers)
-        if self.words and any(pointers[k].data_ptr() & 15 for k in self.words):
-            return self.reading_bytes()(pointers)
         kernel, grid, w, n = self.kernel, self.grid, self.num_warps, len(pointers) + 2
         if self.one_pass is not None:  # agg_ptr and status_ptr are never touched
             D.run_bound(self.launchers, kernel, grid, w,
@@ -831,18 +823,6 @@ class Launch:
         agg = torch.empty((2, self.B * grid[1]), dtype=self.acc, device=self.device)
         D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 1, *self.tile), n, self.maxnreg)
         D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 2, *self.tile), n, self.maxnreg)
-
-    def reading_bytes(self) -> "Launch":
-        """This launch with FLAG_WORDS off, for flags at addresses not 16-byte aligned; it shares
-        the launchers, which are keyed by alignment."""
-        if self.bytes_job is None:
-            job = self.bytes_job = copy.copy(self)
-            at = len(self.middle) - 2  # the last flag, before ACC
-            job.middle = (*self.middle[:at], False, self.middle[-1])
-            if self.one_pass is not None:
-                job.one_pass = (*job.middle, *self.one_pass[len(self.middle):])
-            job.words = ()
-        return self.bytes_job
 
     def launch_pointers(self, pointers: tuple) -> bool:
         """A repeated one-pass launch on the tensors' addresses (``pointers``, ints, in the

@@ -46,7 +46,7 @@ LONG_ROWS = L.LongRows(two_pass_rows=0, cap16=128, time_major_row_warps=4)
 
 @triton.jit
 def vtrace_inputs(lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask,
-                  T, stride_t, HAS_TRUNC: tl.constexpr, FLAG_WORDS: tl.constexpr,
+                  T, stride_t, HAS_TRUNC: tl.constexpr, FOUR_FLAGS: tl.constexpr,
                   FLIP: tl.constexpr, RATIO: tl.constexpr):
     """One tile's log-probabilities (``RATIO``: the ratios, twice), r_t, V_t, V_{t+1} and
     flags, unconverted."""
@@ -56,7 +56,7 @@ def vtrace_inputs(lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mas
     else:
         lpb = tl.load(lpb_ptr + offs, mask=mask, other=0.0)
     r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
-                                            row_mask, T, stride_t, HAS_TRUNC, FLAG_WORDS, FLIP)
+                                            row_mask, T, stride_t, HAS_TRUNC, FOUR_FLAGS, FLIP)
     return lpt, lpb, r, v, v_next, term, trunc
 
 
@@ -66,7 +66,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                       B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                       gamma, gamma_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo, trace, trace_lo,
                       HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr, HAS_LAST: tl.constexpr,
-                      RATIO: tl.constexpr, DIFF: tl.constexpr, FLAG_WORDS: tl.constexpr,
+                      RATIO: tl.constexpr, DIFF: tl.constexpr, FOUR_FLAGS: tl.constexpr,
                       ACC: tl.constexpr,
                       PHASE: tl.constexpr,
                       BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr,
@@ -94,7 +94,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                                      BLOCK_T, True, FLIP, against)
         lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
             lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask, T,
-            stride_t, HAS_TRUNC, FLAG_WORDS, FLIP, RATIO)
+            stride_t, HAS_TRUNC, FOUR_FLAGS, FLIP, RATIO)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP, against)
@@ -103,7 +103,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             if PREFETCH:
                 lpt_n, lpb_n, r_n, v_n, v_next_n, term_n, trunc_n = vtrace_inputs(
                     lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n,
-                    row_mask, T, stride_t, HAS_TRUNC, FLAG_WORDS, FLIP, RATIO)
+                    row_mask, T, stride_t, HAS_TRUNC, FOUR_FLAGS, FLIP, RATIO)
             is_last = (t == T - 1)[None, :]
             if RATIO:  # the ratios themselves (PufferLib's importance)
                 ratio = lpt.to(ACC)
@@ -136,7 +136,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             else:
                 lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
                     lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n,
-                    row_mask, T, stride_t, HAS_TRUNC, FLAG_WORDS, FLIP, RATIO)
+                    row_mask, T, stride_t, HAS_TRUNC, FOUR_FLAGS, FLIP, RATIO)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
@@ -222,10 +222,7 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
         return vs_out.set(vs), adv_out.set(adv)
     vs, adv = vs_out.rows, adv_out.rows
     t = rows.tensors
-    words = L.word_flags(rows, vs.element_size())
-    config = L.config_for(rows.B, rows.T, rows.stride, vs.device, wide=True,
-                          itemsize=vs.element_size(), long_rows=LONG_ROWS,
-                          inputs=L.tile_inputs(rows, words))
+    config, fours = L.flag_tile(rows, vs.device, vs.element_size(), LONG_ROWS, wide=True)
     # ONE_TILE only for one-row tiles: 4 x 128 and 32 x 32 tiles of one tile ran 10-15 % slower
     # unrolled (data/h200/one_tile_ab.csv), 1 x 512 6 % faster. The compile-time look-back tile
     # likewise, and in fp32 only (look_back_tile_ab.csv, walked against compile-time in turn:
@@ -233,9 +230,9 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
     job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(vs.dtype), vs.device,
                  L.layout_ints(rows, vs), L.scalar_pairs(gamma, rho_bar, c_bar, gamma * lambda_),
                  (truncateds is not None, bootstrap_values is not None, last is not None, False,
-                  False, words),
+                  False, fours),
                  one_tile=config.BLOCK_B == 1,
-                 look_back_tile=config.BLOCK_B == 1 and vs.element_size() != 2, words=(4, 5))
+                 look_back_tile=config.BLOCK_B == 1 and vs.element_size() != 2)
     pointers = L.pointers(vs, t["log_pi_target"], t["log_pi_behavior"], t["values"],
                           t["rewards"], t["terminateds"], t["truncateds"],
                           t["bootstrap_values"], last, vs, adv)

@@ -1,6 +1,5 @@
-"""1-byte flags read as the 32-bit words that hold them (``_launch.word_flags``,
-``affine_scan.flag_load``): the rule, the answers against the float64 reference on the real
-kernels, and the byte reads kept for flags at addresses not 16-byte aligned."""
+"""1-byte flags loaded four envs a load (``_launch.four_flags``, ``affine_scan.flag_load``):
+the rule, and the answers against the float64 reference on the real kernels, at any address."""
 import contextlib
 
 import pytest
@@ -11,12 +10,12 @@ from estimators import ESTIMATORS, LAYOUTS, make_inputs, outputs
 import paper_repro as P
 from paper_repro.baselines import reference as ref
 from paper_repro.kernels import _launch as L
-from paper_repro.kernels import affine_scan
+from paper_repro.kernels import _plan, affine_scan
 
 KERNELS = [b for b in BACKENDS if b != "torch"]
 TIME_MAJOR = next(x for x in LAYOUTS if x.name == "time_major")
-# the kernels whose flags may be read as words (Retrace's stay bytes)
-WORD_KERNELS = {"gae", "vtrace", "returns", "decayed_sum"}
+# the kernels that may load their flags four envs a load (Retrace's one at a time)
+FOUR_KERNELS = {"gae", "vtrace", "returns", "decayed_sum"}
 FLAG_KEYS = ("term", "trunc")
 SPLIT = L.ScanConfig(BLOCK_B=4, BLOCK_T=8, num_warps=1, seg_len=16)
 LOOK_BACK = L.ScanConfig(BLOCK_B=8, BLOCK_T=8, num_warps=1, seg_len=8, single_pass=True,
@@ -34,25 +33,27 @@ def rows(B=8, T=5, flag=torch.bool, stride_t=None, trunc=True, itemsize=4):
                                      truncateds=step(flag) if trunc else None))
 
 
-def test_word_flags_rule():
-    assert L.word_flags(rows(), 4)
-    assert L.word_flags(rows(flag=torch.uint8, trunc=False), 4)
-    assert L.word_flags(rows(flag=torch.int8, B=4, stride_t=12), 4)
-    assert not L.word_flags(rows(B=6), 4)  # a step's flags end inside a word
-    assert not L.word_flags(rows(stride_t=10), 4)
-    assert not L.word_flags(rows(), 2)  # 16-bit outputs: the 16-bit tile
-    assert not L.word_flags(rows(flag=torch.float32), 4)
+def test_four_flags_rule():
+    assert L.four_flags(rows(), 4)
+    assert L.four_flags(rows(flag=torch.uint8, trunc=False), 4)
+    assert L.four_flags(rows(flag=torch.int8, B=4, stride_t=12), 4)
+    assert not L.four_flags(rows(B=6), 4)  # a thread's four envs straddle two words
+    assert not L.four_flags(rows(stride_t=10), 4)
+    assert L.four_flags(rows(), 2)  # 16-bit outputs: where their tile holds interleaved runs
+    assert not L.four_flags(rows(), 8)
+    assert not L.four_flags(rows(flag=torch.float32), 4)
     batch_major = L.Rows(8, 5, (5, 1), rows().tensors)
-    assert not L.word_flags(batch_major, 4)
+    assert not L.four_flags(batch_major, 4)
     mixed = rows()
     mixed.tensors["truncateds"] = mixed["truncateds"].float()
-    assert not L.word_flags(mixed, 4)  # one constexpr reads both flags
+    assert not L.four_flags(mixed, 4)  # one constexpr loads both flags
     with L.force_words(False):
-        assert not L.word_flags(rows(), 4)
+        assert not L.four_flags(rows(), 4)
 
 
-def test_words_keep_the_fp32_tile(monkeypatch):
-    """Flags read as words leave the time-major fp32 tile alone; bytes lay it out as 16-bit."""
+def test_fours_keep_the_fp32_tile(monkeypatch):
+    """Flags four envs a load leave the time-major fp32 tile alone; 16 a load lay it out as a
+    16-bit one."""
     monkeypatch.setattr(L, "num_sms", lambda device: 132)
     cpu = torch.device("cpu")
     for B, T in [(4096, 128), (512, 4096), (64, 131072)]:
@@ -62,6 +63,26 @@ def test_words_keep_the_fp32_tile(monkeypatch):
                             inputs=L.tile_inputs(r, True)) == fp32
         assert L.config_for(B, T, r.stride, cpu, itemsize=4,
                             inputs=L.tile_inputs(r, False)) != fp32
+
+
+def test_fours_in_16bit_tiles_with_interleaved_runs(monkeypatch):
+    """``flag_tile``: fp32 tiles load four envs a load; 16-bit ones only in interleaved runs,
+    or wherever the layout allows under ``L.force_words(True)``."""
+    monkeypatch.setattr(L, "num_sms", lambda device: 132)
+    cpu = torch.device("cpu")
+    for B, T in [(4096, 128), (512, 4096), (2048, 1024), (64, 131072), (32768, 32)]:
+        r = rows(B, T)
+        assert L.flag_tile(r, cpu, 4) == (L.config_for(B, T, r.stride, cpu), True)
+        config, fours = L.flag_tile(r, cpu, 2)
+        assert config == L.config_for(B, T, r.stride, cpu, itemsize=2)
+        assert fours == (config.flip < 0)
+        with L.force_words(True):
+            assert L.flag_tile(r, cpu, 2)[1]
+        r.tensors["values"] = r["rewards"].to(torch.bfloat16)  # fp32 out, a 16-bit tile
+        narrow, fours = L.flag_tile(r, cpu, 4)
+        assert narrow.BLOCK_T == config.BLOCK_T and fours == (narrow.flip < 0)
+    assert not any(L.flag_tile(rows(B, T, flag=torch.float32), cpu, 4)[1]
+                   for B, T in [(4096, 128), (512, 4096)])
 
 
 def shifted(x: torch.Tensor, offset: int) -> torch.Tensor:
@@ -74,26 +95,26 @@ def shifted(x: torch.Tensor, offset: int) -> torch.Tensor:
 
 @pytest.fixture
 def launches(monkeypatch):
-    """Whether each engine launch read its flags as words (its last flag, FLAG_WORDS, on);
-    a launch handing unaligned flags to its byte-reading twin is counted once, as that."""
+    """Whether each engine launch loaded its flags four envs a load (its last flag before ACC,
+    FOUR_FLAGS, on). No plans: a repeat would launch directly, without ``__call__``."""
+    _plan.clear()
     seen, call = [], affine_scan.Launch.__call__
 
     def spy(job, pointers):
-        if not (job.words and any(pointers[k].data_ptr() & 15 for k in job.words)):
-            seen.append(bool(job.words) and job.middle[-2] is True)
+        seen.append(job.middle[-2] is True)
         return call(job, pointers)
 
     monkeypatch.setattr(affine_scan.Launch, "__call__", spy)
     return seen
 
 
-@pytest.mark.parametrize("offset", [0, 1, 4], ids=["aligned", "byte1", "word1"])
+@pytest.mark.parametrize("offset", [0, 1, 4], ids=["aligned16", "aligned1", "aligned4"])
 @pytest.mark.parametrize("flag_dtype", [torch.bool, torch.uint8], ids=str)
 @pytest.mark.parametrize("est", ESTIMATORS, ids=[e.name for e in ESTIMATORS])
 @pytest.mark.parametrize("kernels", KERNELS)
-def test_flags_as_words(est, flag_dtype, offset, kernels, launches):
-    """Time-major fp32 rows of 12 envs (three words a step) with 1-byte flags, against the
-    float64 reference; words where the flags are 16-byte aligned, bytes elsewhere."""
+def test_flags_four_a_load(est, flag_dtype, offset, kernels, launches):
+    """Time-major fp32 rows of 12 envs (three loads of four a step) with 1-byte flags at 16-,
+    1- and 4-byte aligned addresses, against the float64 reference."""
     d = TIME_MAJOR.apply(make_inputs(12, 37, flag_dtype=flag_dtype, device=device_of(kernels)))
     d.update({k: shifted(d[k], offset) for k in FLAG_KEYS})
     with L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext():
@@ -101,15 +122,16 @@ def test_flags_as_words(est, flag_dtype, offset, kernels, launches):
     want = outputs(est.call(ref, make_inputs(12, 37, flag_dtype=flag_dtype)))
     for i, (g, w) in enumerate(zip(got, want)):
         assert_close(f"{est.name}[{i}]", g, w, TOL[torch.float32])
-    assert launches and any(launches) == (offset == 0 and est.kernel in WORD_KERNELS)
+    assert launches and any(launches) == (est.kernel in FOUR_KERNELS)
 
 
 @pytest.mark.parametrize("config", [SPLIT, LOOK_BACK], ids=["two_pass", "look_back"])
-@pytest.mark.parametrize("est", [e for e in ESTIMATORS if e.kernel in WORD_KERNELS],
-                         ids=[e.name for e in ESTIMATORS if e.kernel in WORD_KERNELS])
+@pytest.mark.parametrize("est", [e for e in ESTIMATORS if e.kernel in FOUR_KERNELS],
+                         ids=[e.name for e in ESTIMATORS if e.kernel in FOUR_KERNELS])
 @pytest.mark.parametrize("kernels", KERNELS)
-def test_flags_as_words_split_over_time(est, config, kernels, launches):
-    """Words in the two passes and the look-back, tiles of 4 and 8 envs, 1 and 2 steps a run."""
+def test_flags_four_a_load_split_over_time(est, config, kernels, launches):
+    """Four a load in the two passes and the look-back, tiles of 4 and 8 envs, runs of 1 and 2
+    steps."""
     d = TIME_MAJOR.apply(make_inputs(16, 45, flag_dtype=torch.bool, device=device_of(kernels)))
     on = L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext()
     with on, L.force_config(config):
@@ -120,10 +142,29 @@ def test_flags_as_words_split_over_time(est, config, kernels, launches):
     assert any(launches)
 
 
+@pytest.mark.parametrize("flip", [-2, 1], ids=["interleaved2", "latest_first"])
+@pytest.mark.parametrize("est", [e for e in ESTIMATORS if e.kernel in FOUR_KERNELS],
+                         ids=[e.name for e in ESTIMATORS if e.kernel in FOUR_KERNELS])
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_bf16_flags_four_a_load(est, flip, kernels, launches):
+    """bf16 rows with bool flags: four a load in 16-bit tiles of interleaved runs only."""
+    config = L.ScanConfig(BLOCK_B=16, BLOCK_T=16, num_warps=1, seg_len=1 << 20, flip=flip)
+    d = make_inputs(32, 40, dtype=torch.bfloat16, flag_dtype=torch.bool,
+                    device=device_of(kernels))
+    on = L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext()
+    with on, L.force_config(config):
+        got = [TIME_MAJOR.back(y) for y in
+               outputs(est.call(P, TIME_MAJOR.apply(d), time_dim=0))]
+    want = outputs(est.call(ref, d))
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_close(f"{est.name}[{i}]", g, w, TOL[torch.bfloat16])
+    assert any(launches) == (flip < 0)
+
+
 @pytest.mark.parametrize("name", ["gae", "lambda_returns"])
 @pytest.mark.parametrize("kernels", KERNELS)
-def test_gradients_through_flags_as_words(name, kernels, launches):
-    """The backward's reset sums (``adjoints``) read both flags as words too."""
+def test_gradients_through_flags_four_a_load(name, kernels, launches):
+    """The backward's reset sums (``adjoints``) load both flags four envs a load too."""
     est = next(e for e in ESTIMATORS if e.name == name)
     d = make_inputs(8, 33, flag_dtype=torch.bool)
     w = torch.randn(8, 33, generator=torch.Generator().manual_seed(1))
