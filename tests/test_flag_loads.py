@@ -65,22 +65,21 @@ def test_fours_keep_the_fp32_tile(monkeypatch):
                             inputs=L.tile_inputs(r, False)) != fp32
 
 
-def test_fours_in_16bit_tiles_with_interleaved_runs(monkeypatch):
-    """``flag_tile``: fp32 tiles load four envs a load; 16-bit ones only in interleaved runs,
-    or wherever the layout allows under ``L.force_words(True)``."""
+def test_fours_in_16bit_tiles(monkeypatch):
+    """``flag_tile``: fp32 tiles load flags four envs a load in the fp32 layout, and 16-bit
+    ones (16-bit outputs, or narrow values beside fp32 outputs) in their own."""
     monkeypatch.setattr(L, "num_sms", lambda device: 132)
     cpu = torch.device("cpu")
     for B, T in [(4096, 128), (512, 4096), (2048, 1024), (64, 131072), (32768, 32)]:
         r = rows(B, T)
         assert L.flag_tile(r, cpu, 4) == (L.config_for(B, T, r.stride, cpu), True)
-        config, fours = L.flag_tile(r, cpu, 2)
-        assert config == L.config_for(B, T, r.stride, cpu, itemsize=2)
-        assert fours == (config.flip < 0)
-        with L.force_words(True):
-            assert L.flag_tile(r, cpu, 2)[1]
+        assert L.flag_tile(r, cpu, 2) == (L.config_for(B, T, r.stride, cpu, itemsize=2), True)
         r.tensors["values"] = r["rewards"].to(torch.bfloat16)  # fp32 out, a 16-bit tile
         narrow, fours = L.flag_tile(r, cpu, 4)
-        assert narrow.BLOCK_T == config.BLOCK_T and fours == (narrow.flip < 0)
+        assert fours and narrow == L.config_for(B, T, r.stride, cpu, itemsize=4,
+                                                inputs=[r["values"]])
+        with L.force_words(False):
+            assert L.flag_tile(r, cpu, 4) == (narrow, False)
     assert not any(L.flag_tile(rows(B, T, flag=torch.float32), cpu, 4)[1]
                    for B, T in [(4096, 128), (512, 4096)])
 
@@ -147,7 +146,7 @@ def test_flags_four_a_load_split_over_time(est, config, kernels, launches):
                          ids=[e.name for e in ESTIMATORS if e.kernel in FOUR_KERNELS])
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_bf16_flags_four_a_load(est, flip, kernels, launches):
-    """bf16 rows with bool flags: four a load in 16-bit tiles of interleaved runs only."""
+    """bf16 rows with bool flags, four a load in 16-bit tiles of either order."""
     config = L.ScanConfig(BLOCK_B=16, BLOCK_T=16, num_warps=1, seg_len=1 << 20, flip=flip)
     d = make_inputs(32, 40, dtype=torch.bfloat16, flag_dtype=torch.bool,
                     device=device_of(kernels))
@@ -158,7 +157,7 @@ def test_bf16_flags_four_a_load(est, flip, kernels, launches):
     want = outputs(est.call(ref, d))
     for i, (g, w) in enumerate(zip(got, want)):
         assert_close(f"{est.name}[{i}]", g, w, TOL[torch.bfloat16])
-    assert any(launches) == (flip < 0)
+    assert all(launches)
 
 
 @pytest.mark.parametrize("name", ["gae", "lambda_returns"])

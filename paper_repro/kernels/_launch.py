@@ -75,9 +75,10 @@ def force_alignment(flag: bool | None):
 
 
 def force_words(flag: bool | None):
-    """Inside the block, Retrace reads its per-action inputs as 64-bit words and time-major
-    tiles load their 1-byte flags four envs a load wherever their layout allows (True) or never
-    (False); None: the rules (``retrace.action_reads``, ``flag_tile``)."""
+    """Inside the block, Retrace reads its per-action inputs as 64-bit words wherever their
+    layout allows (True) or never (False), and (False) time-major tiles load 1-byte flags as
+    Triton vectorises them, not four envs a load; None: the rules (``retrace.action_reads``,
+    ``four_flags``)."""
     return _setting(_FORCED_WORDS, flag)
 
 
@@ -363,17 +364,15 @@ def four_flags(rows: Rows, itemsize: int, names: tuple = FLAGS) -> bool:
 def flag_tile(rows: Rows, device, itemsize: int, long_rows: LongRows | None = None,
               wide: bool = False, names: tuple = FLAGS) -> tuple:
     """``(config, fours)``: the tile of a launch whose flags are ``names``, and whether it
-    loads them four envs a load (``four_flags``). fp32 tiles do, and keep the layout fp32
-    inputs give them (``tile_inputs``); tiles laid out as 16-bit ones (16-bit outputs,
-    ``narrow_loads``) where they hold interleaved runs (``flip < 0``), whose bytes at eight envs
-    a thread took twice the registers (``bench.sass --mixed``). ``L.force_words(True)``: every
-    tile where the layout allows."""
+    loads them four envs a load (``four_flags``): fp32 tiles then keep the layout fp32 inputs
+    give them (``tile_inputs``). On an H100 (``data/h100/fours_ab.csv``) bool flags so took
+    0.83-1.14x the time of float ones, 0.33-0.73x that of sixteen a load in the 16-bit tile
+    ``narrow_loads`` gave them; beside bf16 values 0.16-1.03x the time of Triton's own loads
+    (bf16 flags: 0.99-1.08x)."""
     fours = four_flags(rows, itemsize, names)
-    inputs = tile_inputs(rows, fours, names)
     config = config_for(rows.B, rows.T, rows.stride, device, wide=wide, itemsize=itemsize,
-                        long_rows=long_rows, inputs=inputs)
-    sixteen = itemsize == 2 or narrow_loads(itemsize, inputs, True)
-    return config, fours and (not sixteen or config.flip < 0 or _FORCED_WORDS[0] is True)
+                        long_rows=long_rows, inputs=tile_inputs(rows, fours, names))
+    return config, fours
 
 
 def tile_inputs(rows: Rows, fours: bool, names: tuple = FLAGS) -> list:
