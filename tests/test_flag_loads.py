@@ -14,8 +14,8 @@ from paper_repro.kernels import _plan, affine_scan
 
 KERNELS = [b for b in BACKENDS if b != "torch"]
 TIME_MAJOR = next(x for x in LAYOUTS if x.name == "time_major")
-# the kernels that may load their flags four envs a load (Retrace's one at a time)
-FOUR_KERNELS = {"gae", "vtrace", "returns", "decayed_sum"}
+# the kernels that may load their flags four envs a load: every estimator's
+FOUR_KERNELS = {"gae", "vtrace", "returns", "decayed_sum", "retrace"}
 FLAG_KEYS = ("term", "trunc")
 SPLIT = L.ScanConfig(BLOCK_B=4, BLOCK_T=8, num_warps=1, seg_len=16)
 LOOK_BACK = L.ScanConfig(BLOCK_B=8, BLOCK_T=8, num_warps=1, seg_len=8, single_pass=True,

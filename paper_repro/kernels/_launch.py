@@ -362,16 +362,18 @@ def four_flags(rows: Rows, itemsize: int, names: tuple = FLAGS) -> bool:
 
 
 def flag_tile(rows: Rows, device, itemsize: int, long_rows: LongRows | None = None,
-              wide: bool = False, names: tuple = FLAGS) -> tuple:
-    """``(config, fours)``: the tile of a launch whose flags are ``names``, and whether it
-    loads them four envs a load (``four_flags``): fp32 tiles then keep the layout fp32 inputs
-    give them (``tile_inputs``). On an H100 (``data/h100/fours_ab.csv``) bool flags so took
-    0.83-1.14x the time of float ones, 0.33-0.73x that of sixteen a load in the 16-bit tile
-    ``narrow_loads`` gave them; beside bf16 values 0.16-1.03x the time of Triton's own loads
-    (bf16 flags: 0.99-1.08x)."""
+              wide: bool = False, retrace: bool = False, names: tuple = FLAGS,
+              extra: tuple = ()) -> tuple:
+    """``(config, fours)``: the tile of a launch whose flags are ``names`` (``extra``: other
+    tensors it loads, not in ``rows``), and whether it loads them four envs a load
+    (``four_flags``): fp32 tiles then keep the layout fp32 inputs give them (``tile_inputs``).
+    On an H100 (``data/h100/fours_ab.csv``) bool flags so took 0.83-1.14x the time of float
+    ones, 0.33-0.73x that of sixteen a load in the 16-bit tile ``narrow_loads`` gave them;
+    beside bf16 values 0.16-1.03x the time of Triton's own loads (bf16 flags: 0.99-1.08x)."""
     fours = four_flags(rows, itemsize, names)
-    config = config_for(rows.B, rows.T, rows.stride, device, wide=wide, itemsize=itemsize,
-                        long_rows=long_rows, inputs=tile_inputs(rows, fours, names))
+    config = config_for(rows.B, rows.T, rows.stride, device, wide=wide, retrace=retrace,
+                        itemsize=itemsize, long_rows=long_rows,
+                        inputs=[*tile_inputs(rows, fours, names), *extra])
     return config, fours
 
 

@@ -244,14 +244,11 @@ def store_tile(ptr, value, rows, t, mask, stride_b, stride_t):
 
 
 @triton.jit
-def load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.constexpr, ACC: tl.constexpr):
+def load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.constexpr, ACC: tl.constexpr,
+               FOUR_FLAGS: tl.constexpr = False):
     """(terminated, truncated) tiles as ACC floats; no truncations reads nothing."""
-    term = tl.load(term_ptr + offs, mask=mask, other=0).to(ACC)
-    if HAS_TRUNC:
-        trunc = tl.load(trunc_ptr + offs, mask=mask, other=0).to(ACC)
-    else:
-        trunc = tl.zeros_like(term)
-    return term, trunc
+    term, trunc = raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, FOUR_FLAGS)
+    return term.to(ACC), trunc.to(ACC)
 
 
 @triton.jit
