@@ -77,7 +77,8 @@ def _rows(algorithm, N, T, inputs, rounds):
     want = [y.double() for y in prep.outputs(prep.call())]
 
     def tile(itemsize, loads=()):
-        return L.config_for(N, T, (1, N), case.args[0].device, wide=algorithm == "vtrace",
+        return L.config_for(N, T, (1, N), case.args[0].device,
+                            wide=algorithm in ("vtrace", "retrace"), retrace=algorithm == "retrace",
                             itemsize=itemsize, long_rows=long_rows(algorithm), inputs=loads)
 
     config, tile16 = tile(4), tile(2)
