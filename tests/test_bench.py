@@ -796,23 +796,28 @@ def test_sass_counts_of_bool_flags_in_time_major_tiles():
     """Bool flags beside fp32 values, time-major GAE 512 x 4096, compiled for sm_90: in the
     fp32 tile's interleaved runs their bytes spill (968 local loads under Triton 3.9, 883 under
     the GPU's 3.6); the tile ``narrow_loads`` gives them spills none, in a fraction of the
-    instructions, and the fp32 tile loading them four envs a load (``four_flags``) next to none
-    (7 under 3.9, 2 under 3.6; the fp32 flags' 0 and 21) in a third of the instructions."""
+    instructions; the fp32 tile loading them four envs a load (``four_loads``, FOURS_BELOW 16)
+    next to none (7 under 3.9, 2 under 3.6; fp32 flags 0 and 21) in a third of the
+    instructions, and so with bf16 values beside fp32 rewards too (FOURS_BELOW 32: 0 and 0)."""
     code = ("import json; from paper_repro.bench import sass as S; "
             "from paper_repro.kernels import _tiles; k = S.kernels()['gae']; out = []\n"
-            "for narrow, fours in ((False, False), (True, False), (False, True)):\n"
+            "for narrow, fours, dtype in ((False, 0, 'bool_flags'), (True, 0, 'bool_flags'), "
+            "(False, 16, 'bool_flags'), (False, 32, 'mixed')):\n"
             "    c = _tiles.choose_config(512, 4096, True, 132, False, False, 4, "
             "narrow_loads=narrow)\n"
             "    t = (c.BLOCK_B, c.BLOCK_T, c.num_warps, S.launch_phase(c, 4096), False, True)\n"
-            "    S.CONSTEXPRS['FOUR_FLAGS'] = fours\n"
+            "    S.CONSTEXPRS['FOURS_BELOW'] = fours\n"
             "    sig, const, aligned = S._signature(k, t, c.flip)\n"
-            "    sig = {n: S.mixed_pointer(n, 'bool_flags') or x for n, x in sig.items()}\n"
+            "    sig = {n: (S.mixed_pointer(n, dtype) or x) if x == '*fp32' and n != 'agg_ptr' "
+            "else x for n, x in sig.items()}\n"
             "    out.append(S.sm90_counts(k, sig, const, aligned, {'num_warps': c.num_warps}))\n"
             "print(json.dumps(out))")
-    fp32_tile, narrow, fours = _compiled_json(code)
+    fp32_tile, narrow, fours, mixed = _compiled_json(code)
     assert fp32_tile["local_loads"] > 100 and narrow["local_loads"] == 0
     assert narrow["instructions"] < fp32_tile["instructions"] / 2
-    assert fours["local_loads"] < 30 and fours["instructions"] < fp32_tile["instructions"] / 2
+    for c in (fours, mixed):
+        assert c["local_loads"] < 30 and c["instructions"] < fp32_tile["instructions"] / 2
+        assert c["layout_conversions"] < fp32_tile["layout_conversions"]
 
 
 def test_sass_counts_of_masked_gae_in_fp64():
@@ -1405,10 +1410,10 @@ def _cpu_cases(monkeypatch, forced_configs):
 
 
 def test_mixed_ab_rows(monkeypatch, tmp_path):
-    """The narrow-load A/B times, per input set and round: bf16 values beside fp32 rewards in
-    the shipped tile (the 16-bit one), the fp32 inputs' tile forced, all-fp32 and all-bf16;
-    bool flags four envs a load in the fp32 tile, against Triton's loads in the 16-bit and the
-    fp32 tiles; bf16 values with bool flags, against Triton's loads (timing stubbed: CUDA)."""
+    """The narrow-load A/B times, per input set and round, the shipped call (bf16 values beside
+    fp32 rewards, or bool flags: four envs a load in the fp32 tile) against Triton's loads in
+    the 16-bit tile and in the fp32 one, all-fp32 and all-bf16; bf16 values with bool flags
+    against Triton's loads of the flags (timing stubbed: it needs CUDA)."""
     import csv
 
     from paper_repro.bench import forced
@@ -1428,23 +1433,20 @@ def test_mixed_ab_rows(monkeypatch, tmp_path):
     M.main(["--out", str(out), "--shapes", "64x40", "--algorithms", "gae", "--rounds", "2"])
     rows = list(csv.DictReader(out.read_text().splitlines()))
     arms = [(r["inputs"], r["arm"], r["round"]) for r in rows]
-    assert arms[:4] == [("bf16_values", a, "0") for a in
-                        ("shipped", "fp32_tile", "all_fp32", "all_bf16")]
-    assert [a for _, a, r in arms[4:8]] == ["all_bf16", "all_fp32", "fp32_tile", "shipped"]
-    assert arms[8:13] == [("bool_flags", a, "0") for a in
-                          ("shipped", "narrow_tile", "fp32_tile", "all_fp32", "all_bf16")]
-    assert arms[18:22] == [("bf16_bool_flags", a, "0") for a in
+    five = ("shipped", "narrow_tile", "fp32_tile", "all_fp32", "all_bf16")
+    assert arms[:5] == [("bf16_values", a, "0") for a in five]
+    assert [a for _, a, r in arms[5:10]] == list(five[::-1])
+    assert arms[10:15] == [("bool_flags", a, "0") for a in five]
+    assert arms[20:24] == [("bf16_bool_flags", a, "0") for a in
                            ("shipped", "sixteen", "all_fp32", "all_bf16")]
-    assert len(rows) == 26
-    shipped, forced_tile = rows[0]["config"], rows[1]["config"]
-    assert (shipped, forced_tile) == ("16x32w4/1", "16x64w4/-2")  # 16-bit tile, fp32 runs
-    assert rows[8]["config"] == forced_tile  # bool flags four a load keep the fp32 tile
-    assert rows[9]["config"] == shipped  # sixteen a load take the 16-bit one
-    # forced tiles: bf16 values' fp32 tile, bool flags' 16-bit and fp32 tiles, each round
-    assert sum(c is not None for c in seen) == 6
-    assert words.count(False) == 8 and True not in words  # every forced arm, only those
-    assert [w for w, r in zip(words, rows) if r["arm"] in ("narrow_tile", "fp32_tile", "sixteen")
-            and r["inputs"] != "bf16_values"] == [False] * 6
+    assert len(rows) == 28
+    fp32, tile16 = "16x64w4/-2", "16x32w4/1"
+    for first in (0, 10):  # four a load keep the fp32 tile; Triton's loads lay out a 16-bit one
+        assert [rows[first + k]["config"] for k in range(3)] == [fp32, tile16, fp32]
+    assert sum(c is not None for c in seen) == 8  # narrow_tile and fp32_tile, twice per set
+    assert words.count(False) == 10 and True not in words  # every forced arm, only those
+    assert [w for w, r in zip(words, rows) if r["arm"] in ("narrow_tile", "fp32_tile",
+                                                             "sixteen")] == [False] * 10
 
 
 def test_tn16_ab_rows(monkeypatch, tmp_path):

@@ -1,5 +1,7 @@
-"""1-byte flags loaded four envs a load (``_launch.four_flags``, ``affine_scan.flag_load``):
-the rule, and the answers against the float64 reference on the real kernels, at any address."""
+"""Narrow per-step values loaded four envs a load (``_launch.four_loads``,
+``affine_scan.four_runs``): 1-byte flags in every time-major tile, and bf16 values beside fp32
+outputs; the rule, and the answers against the float64 reference on the real kernels, at any
+address."""
 import contextlib
 
 import pytest
@@ -14,74 +16,70 @@ from paper_repro.kernels import _plan, affine_scan
 
 KERNELS = [b for b in BACKENDS if b != "torch"]
 TIME_MAJOR = next(x for x in LAYOUTS if x.name == "time_major")
-# the kernels that may load their flags four envs a load: every estimator's
-FOUR_KERNELS = {"gae", "vtrace", "returns", "decayed_sum", "retrace"}
 FLAG_KEYS = ("term", "trunc")
+# the estimators whose values too load four envs a load (Retrace's keep the 16-bit tile)
+VALUE_KERNELS = {"gae", "vtrace", "returns", "decayed_sum"}
+REWARDS_ONLY = {"discounted_returns", "eligibility_traces", "prefix_sum_ends_at",
+                "prefix_sum_starts_at"}
 SPLIT = L.ScanConfig(BLOCK_B=4, BLOCK_T=8, num_warps=1, seg_len=16)
 LOOK_BACK = L.ScanConfig(BLOCK_B=8, BLOCK_T=8, num_warps=1, seg_len=8, single_pass=True,
                          flip=-2)
 
 
-def rows(B=8, T=5, flag=torch.bool, stride_t=None, trunc=True, itemsize=4):
+def rows(B=8, T=5, flag=torch.bool, stride_t=None, trunc=True, values=torch.float32):
     """``L.Rows`` of time-major GAE-like inputs (``stride_t``: default B)."""
     stride = (1, stride_t or B)
 
     def step(dtype):
         return torch.empty_strided((B, T), stride, dtype=dtype)
 
-    return L.Rows(B, T, stride, dict(rewards=step(torch.float32), terminateds=step(flag),
+    return L.Rows(B, T, stride, dict(rewards=step(torch.float32), values=step(values),
+                                     terminateds=step(flag),
                                      truncateds=step(flag) if trunc else None))
 
 
-def test_four_flags_rule():
-    assert L.four_flags(rows(), 4)
-    assert L.four_flags(rows(flag=torch.uint8, trunc=False), 4)
-    assert L.four_flags(rows(flag=torch.int8, B=4, stride_t=12), 4)
-    assert not L.four_flags(rows(B=6), 4)  # a thread's four envs straddle two words
-    assert not L.four_flags(rows(stride_t=10), 4)
-    assert L.four_flags(rows(), 2)  # 16-bit outputs: where their tile holds interleaved runs
-    assert not L.four_flags(rows(), 8)
-    assert not L.four_flags(rows(flag=torch.float32), 4)
-    batch_major = L.Rows(8, 5, (5, 1), rows().tensors)
-    assert not L.four_flags(batch_major, 4)
+def test_four_loads_rule():
+    assert L.four_loads(rows(), 4) == 16  # 1-byte flags below the fp32 outputs
+    assert L.four_loads(rows(flag=torch.uint8, trunc=False), 4) == 16
+    assert L.four_loads(rows(flag=torch.int8, B=4, stride_t=12), 4) == 16
+    assert L.four_loads(rows(), 2) == 16  # and below 16-bit outputs
+    assert L.four_loads(rows(values=torch.bfloat16), 4) == 32  # bf16 values too
+    assert L.four_loads(rows(values=torch.bfloat16), 4, values=False) == 16
+    assert L.four_loads(rows(flag=torch.bfloat16), 4) == 32
+    assert L.four_loads(rows(flag=torch.float32, values=torch.float16), 4) == 32
+    assert L.four_loads(rows(values=torch.bfloat16, flag=torch.bfloat16), 2) == 0
+    assert L.four_loads(rows(flag=torch.float32), 4) == 0
+    assert L.four_loads(rows(), 8) == 0
+    assert L.four_loads(rows(B=6), 4) == 0  # a thread's four envs straddle two words
+    assert L.four_loads(rows(stride_t=10), 4) == 0
+    assert L.four_loads(L.Rows(8, 5, (5, 1), rows().tensors), 4) == 0  # batch-major
     mixed = rows()
     mixed.tensors["truncateds"] = mixed["truncateds"].float()
-    assert not L.four_flags(mixed, 4)  # one constexpr loads both flags
+    assert L.four_loads(mixed, 4) == 0  # fp32 values: nothing narrower than a flag's float
     with L.force_words(False):
-        assert not L.four_flags(rows(), 4)
+        assert L.four_loads(rows(), 4) == 0
+        assert L.four_loads(rows(values=torch.bfloat16), 4) == 0
 
 
-def test_fours_keep_the_fp32_tile(monkeypatch):
-    """Flags four envs a load leave the time-major fp32 tile alone; 16 a load lay it out as a
-    16-bit one."""
-    monkeypatch.setattr(L, "num_sms", lambda device: 132)
-    cpu = torch.device("cpu")
-    for B, T in [(4096, 128), (512, 4096), (64, 131072)]:
-        r = rows(B, T)
-        fp32 = L.config_for(B, T, r.stride, cpu, itemsize=4)
-        assert L.config_for(B, T, r.stride, cpu, itemsize=4,
-                            inputs=L.tile_inputs(r, True)) == fp32
-        assert L.config_for(B, T, r.stride, cpu, itemsize=4,
-                            inputs=L.tile_inputs(r, False)) != fp32
-
-
-def test_fours_in_16bit_tiles(monkeypatch):
-    """``flag_tile``: fp32 tiles load flags four envs a load in the fp32 layout, and 16-bit
-    ones (16-bit outputs, or narrow values beside fp32 outputs) in their own."""
+def test_four_loads_keep_the_fp32_tile(monkeypatch):
+    """Loads four envs a load leave the time-major fp32 tile alone; sixteen bytes a load lay it
+    out as a 16-bit one; 16-bit tiles keep theirs."""
     monkeypatch.setattr(L, "num_sms", lambda device: 132)
     cpu = torch.device("cpu")
     for B, T in [(4096, 128), (512, 4096), (2048, 1024), (64, 131072), (32768, 32)]:
         r = rows(B, T)
-        assert L.flag_tile(r, cpu, 4) == (L.config_for(B, T, r.stride, cpu), True)
-        assert L.flag_tile(r, cpu, 2) == (L.config_for(B, T, r.stride, cpu, itemsize=2), True)
-        r.tensors["values"] = r["rewards"].to(torch.bfloat16)  # fp32 out, a 16-bit tile
-        narrow, fours = L.flag_tile(r, cpu, 4)
-        assert fours and narrow == L.config_for(B, T, r.stride, cpu, itemsize=4,
-                                                inputs=[r["values"]])
+        fp32 = L.config_for(B, T, r.stride, cpu, itemsize=4)
+        assert L.tile_of(r, cpu, 4) == (fp32, 16)
+        assert L.config_for(B, T, r.stride, cpu, itemsize=4, inputs=L.tile_inputs(r, False)) \
+            != fp32
+        assert L.tile_of(r, cpu, 2) == (L.config_for(B, T, r.stride, cpu, itemsize=2), 16)
+        r.tensors["values"] = r["rewards"].to(torch.bfloat16)
+        assert L.tile_of(r, cpu, 4) == (fp32, 32)
+        narrow = L.config_for(B, T, r.stride, cpu, itemsize=4, inputs=[r["values"]])
+        assert L.tile_of(r, cpu, 4, values=False) == (narrow, 16)
         with L.force_words(False):
-            assert L.flag_tile(r, cpu, 4) == (narrow, False)
-    assert not any(L.flag_tile(rows(B, T, flag=torch.float32), cpu, 4)[1]
-                   for B, T in [(4096, 128), (512, 4096)])
+            assert L.tile_of(r, cpu, 4) == (narrow, 0)
+    assert L.tile_of(rows(flag=torch.float32), cpu, 4)[1] == 0
 
 
 def shifted(x: torch.Tensor, offset: int) -> torch.Tensor:
@@ -100,7 +98,7 @@ def launches(monkeypatch):
     seen, call = [], affine_scan.Launch.__call__
 
     def spy(job, pointers):
-        seen.append(job.middle[-2] is True)
+        seen.append(job.middle[-2])
         return call(job, pointers)
 
     monkeypatch.setattr(affine_scan.Launch, "__call__", spy)
@@ -121,12 +119,11 @@ def test_flags_four_a_load(est, flag_dtype, offset, kernels, launches):
     want = outputs(est.call(ref, make_inputs(12, 37, flag_dtype=flag_dtype)))
     for i, (g, w) in enumerate(zip(got, want)):
         assert_close(f"{est.name}[{i}]", g, w, TOL[torch.float32])
-    assert launches and any(launches) == (est.kernel in FOUR_KERNELS)
+    assert launches and all(b == 16 for b in launches)
 
 
 @pytest.mark.parametrize("config", [SPLIT, LOOK_BACK], ids=["two_pass", "look_back"])
-@pytest.mark.parametrize("est", [e for e in ESTIMATORS if e.kernel in FOUR_KERNELS],
-                         ids=[e.name for e in ESTIMATORS if e.kernel in FOUR_KERNELS])
+@pytest.mark.parametrize("est", ESTIMATORS, ids=[e.name for e in ESTIMATORS])
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_flags_four_a_load_split_over_time(est, config, kernels, launches):
     """Four a load in the two passes and the look-back, tiles of 4 and 8 envs, runs of 1 and 2
@@ -138,12 +135,11 @@ def test_flags_four_a_load_split_over_time(est, config, kernels, launches):
     want = outputs(est.call(ref, make_inputs(16, 45, flag_dtype=torch.bool)))
     for i, (g, w) in enumerate(zip(got, want)):
         assert_close(f"{est.name}[{i}]", g, w, TOL[torch.float32])
-    assert any(launches)
+    assert launches and all(b == 16 for b in launches)
 
 
 @pytest.mark.parametrize("flip", [-2, 1], ids=["interleaved2", "latest_first"])
-@pytest.mark.parametrize("est", [e for e in ESTIMATORS if e.kernel in FOUR_KERNELS],
-                         ids=[e.name for e in ESTIMATORS if e.kernel in FOUR_KERNELS])
+@pytest.mark.parametrize("est", ESTIMATORS, ids=[e.name for e in ESTIMATORS])
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_bf16_flags_four_a_load(est, flip, kernels, launches):
     """bf16 rows with bool flags, four a load in 16-bit tiles of either order."""
@@ -157,7 +153,29 @@ def test_bf16_flags_four_a_load(est, flip, kernels, launches):
     want = outputs(est.call(ref, d))
     for i, (g, w) in enumerate(zip(got, want)):
         assert_close(f"{est.name}[{i}]", g, w, TOL[torch.bfloat16])
-    assert all(launches)
+    assert launches and all(b == 16 for b in launches)
+
+
+@pytest.mark.parametrize("config", [None, SPLIT, LOOK_BACK], ids=["shipped", "two_pass",
+                                                                 "look_back"])
+@pytest.mark.parametrize("est", ESTIMATORS, ids=[e.name for e in ESTIMATORS])
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_bf16_values_four_a_load(est, config, kernels, launches):
+    """bf16 values beside fp32 rewards (fp32 outputs) and bool flags: every narrow load four
+    envs a load in the fp32 tile, but Retrace's (its values keep the 16-bit tile)."""
+    d = make_inputs(16, 45, flag_dtype=torch.bool, device=device_of(kernels))
+    # rows of rewards alone: bf16 rewards beside an fp32 seed or bootstrap
+    half = ("r",) if est.name in REWARDS_ONLY else ("v", "n", "lpt", "lpb", "pi", "mu")
+    d.update({k: d[k].to(torch.bfloat16) for k in half})
+    on = L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext()
+    with on, L.force_config(config):
+        got = [TIME_MAJOR.back(y) for y in
+               outputs(est.call(P, TIME_MAJOR.apply(d), time_dim=0))]
+    want = outputs(est.call(ref, d))
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g.dtype == torch.float32
+        assert_close(f"{est.name}[{i}]", g, w, TOL[torch.float32])
+    assert launches and all(b == (32 if est.kernel in VALUE_KERNELS else 16) for b in launches)
 
 
 @pytest.mark.parametrize("name", ["gae", "lambda_returns"])
@@ -187,4 +205,4 @@ def test_gradients_through_flags_four_a_load(name, kernels, launches):
             assert g is None or not g.abs().any(), k
         else:
             assert_close(f"{name} d{k}", TIME_MAJOR.back(g), gw, TOL[torch.float32])
-    assert sum(launches) >= 2
+    assert len(launches) >= 2 and all(b == 16 for b in launches)

@@ -1,7 +1,6 @@
-"""Time-major calls of fp32 outputs that load narrower values (bf16 values beside fp32
-rewards, or bool flags): the shipped call (bf16 values: the tile laid out as a 16-bit one,
-``_launch.narrow_loads``; bool flags: loaded four envs a load, ``_launch.flag_tile``, in fp32
-tiles the fp32 layout) against the alternatives.
+"""Time-major calls that load values narrower than their outputs (bf16 values beside fp32
+rewards, or bool flags): the shipped call (narrow loads four envs a load, ``_launch.tile_of``,
+in fp32 tiles the fp32 layout) against the alternatives.
 
 ``python -m paper_repro.bench.mixed_ab [--out FILE] [--shapes 4096x128,...]
 [--algorithms gae,...] [--inputs bf16_values,bool_flags,bf16_bool_flags] [--rounds 2]``
@@ -10,9 +9,9 @@ tiles the fp32 layout) against the alternatives.
 log-probabilities and eligibility traces' gradients in bf16, rewards (and the traces' seed) in
 fp32; ``bool_flags``: fp32 values, bool flags; ``bf16_bool_flags``: bf16 values, bool flags
 (16-bit outputs). The arms in turn each round, the order reversed every other round:
-``shipped``; with fp32 outputs' flags four a load, ``narrow_tile`` (their loads as Triton
-vectorises them, in the tile laid out as a 16-bit one); bf16: ``sixteen`` (the shipped tile
-loading them as Triton does, ``L.force_words``);
+``shipped``; fp32 outputs: ``narrow_tile`` (the narrow loads as Triton vectorises them, in
+the tile they lay out as a 16-bit one, ``L.force_words``); bf16 outputs: ``sixteen`` (the
+shipped tile loading the flags as Triton does);
 ``fp32_tile`` (the tile fp32 inputs choose, forced through ``L.force_config``, flags loaded as
 Triton does); ``all_fp32`` (fp32 values and
 float flags) and ``all_bf16`` (bf16 values and flags); device time by CUDA-graph replay,
@@ -85,8 +84,8 @@ def _rows(algorithm, N, T, inputs, rounds):
     loads = [x for x in narrow.args if torch.is_tensor(x)]
     if inputs == "bf16_bool_flags":  # shipped: four a load
         arms = {"shipped": (prep, None, tile16), "sixteen": (prep, None, tile16, False)}
-    elif inputs == "bool_flags" and N % 4 == 0:  # shipped: the flags four envs a load
-        arms = {"shipped": (prep, None, config),  # 16 a load, where they lay out the tile
+    elif N % 4 == 0:  # shipped: narrow loads four envs a load, in the fp32 tile
+        arms = {"shipped": (prep, None, config),  # as Triton loads them, in the 16-bit tile
                 "narrow_tile": (prep, tile(4, loads), tile(4, loads), False)}
     else:
         arms = {"shipped": (prep, None, tile(4, loads))}

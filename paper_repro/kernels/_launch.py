@@ -78,7 +78,7 @@ def force_words(flag: bool | None):
     """Inside the block, Retrace reads its per-action inputs as 64-bit words wherever their
     layout allows (True) or never (False), and (False) time-major tiles load 1-byte flags as
     Triton vectorises them, not four envs a load; None: the rules (``retrace.action_reads``,
-    ``four_flags``)."""
+    ``four_loads``)."""
     return _setting(_FORCED_WORDS, flag)
 
 
@@ -350,30 +350,40 @@ def rows_of(axis: int, **named) -> Rows:
 FLAGS = ("terminateds", "truncateds")
 
 
-def four_flags(rows: Rows, itemsize: int, names: tuple = FLAGS) -> bool:
-    """Whether a time-major tile of fp32 or 16-bit outputs may load its 1-byte flags (bool,
-    uint8, int8; ``names``, those present) four envs a load (``flag_load``'s ``FOUR_FLAGS``):
-    B and the step stride multiples of 4, so that each step's four envs of a thread lie in one
-    aligned word."""
-    flags = [rows[k] for k in names if rows.tensors.get(k) is not None]
-    return (bool(flags) and _FORCED_WORDS[0] is not False and rows.time_major
-            and itemsize in (2, 4) and rows.B % 4 == 0 and rows.stride[1] % 4 == 0
-            and all(f.element_size() == 1 for f in flags))
+def four_loads(rows: Rows, itemsize: int, names: tuple = FLAGS, values: bool = True) -> int:
+    """The kernels' ``FOURS_BELOW`` for time-major rows whose B and step stride are multiples of
+    four: loads of values narrower than that many bits go four envs a load
+    (``affine_scan.four_runs``). 32 where a tile of fp32 outputs loads anything narrower than 4
+    bytes (``values``: the kernel loads its values so; else its flags alone), 16 where only
+    1-byte flags ``names`` are narrower than the tile's outputs (fp32 or 16-bit); 0: Triton's
+    own loads."""
+    if (_FORCED_WORDS[0] is False or not rows.time_major or itemsize not in (2, 4)
+            or rows.B % 4 or rows.stride[1] % 4):
+        return 0
+    present = {k: x for k, x in rows.tensors.items() if x is not None}
+    flags = [present[k] for k in names if k in present]
+    narrow = [x for k, x in present.items() if x.element_size() < 4
+              and (k not in names or x.element_size() > 1)]
+    if values and itemsize == 4 and narrow:
+        return 32
+    return 16 if flags and all(f.element_size() == 1 for f in flags) else 0
 
 
-def flag_tile(rows: Rows, device, itemsize: int, long_rows: LongRows | None = None,
-              wide: bool = False, retrace: bool = False, names: tuple = FLAGS,
-              extra: tuple = ()) -> tuple:
-    """``(config, fours)``: the tile of a launch whose flags are ``names`` (``extra``: other
-    tensors it loads, not in ``rows``), and whether it loads them four envs a load
-    (``four_flags``): fp32 tiles then keep the layout fp32 inputs give them (``tile_inputs``).
-    On an H100 (``data/h100/fours_ab.csv``) bool flags so took 0.83-1.14x the time of float
-    ones, 0.33-0.73x that of sixteen a load in the 16-bit tile ``narrow_loads`` gave them;
-    beside bf16 values 0.16-1.03x the time of Triton's own loads (bf16 flags: 0.99-1.08x)."""
-    fours = four_flags(rows, itemsize, names)
+def tile_of(rows: Rows, device, itemsize: int, long_rows: LongRows | None = None,
+            wide: bool = False, retrace: bool = False, names: tuple = FLAGS, extra: tuple = (),
+            values: bool = True) -> tuple:
+    """``(config, FOURS_BELOW)``: the tile of a launch of ``rows`` whose flags are ``names``
+    (``extra``: other tensors it loads, not in ``rows``), and which of its loads go four envs a
+    load (``four_loads``). Those leave an fp32 tile the layout fp32 inputs give it; the others
+    lay it out as a 16-bit one (``narrow_loads``). On an H200 (``data/h200/fours_ab.csv``) bool
+    flags so took 0.87-1.15x the time of float ones, 0.31-0.74x that of sixteen a load in the
+    16-bit tile; beside bf16 values 0.16-1.05x the time of Triton's own loads (bf16 flags:
+    0.95-1.09x)."""
+    fours = four_loads(rows, itemsize, names, values)
+    inputs = [] if fours == 32 else tile_inputs(rows, fours == 16, names)
     config = config_for(rows.B, rows.T, rows.stride, device, wide=wide, retrace=retrace,
-                        itemsize=itemsize, long_rows=long_rows,
-                        inputs=[*tile_inputs(rows, fours, names), *extra])
+                        itemsize=itemsize, long_rows=long_rows or LongRows(),
+                        inputs=[*inputs, *extra])
     return config, fours
 
 

@@ -245,30 +245,39 @@ def store_tile(ptr, value, rows, t, mask, stride_b, stride_t):
 
 @triton.jit
 def load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.constexpr, ACC: tl.constexpr,
-               FOUR_FLAGS: tl.constexpr = False):
+               FOURS_BELOW: tl.constexpr = 0):
     """(terminated, truncated) tiles as ACC floats; no truncations reads nothing."""
-    term, trunc = raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, FOUR_FLAGS)
+    term, trunc = raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, FOURS_BELOW)
     return term.to(ACC), trunc.to(ACC)
 
 
 @triton.jit
-def flag_load(ptr, offs, mask, FOUR_FLAGS: tl.constexpr):
-    """A tile of flags as stored. ``FOUR_FLAGS``: 1-byte flags loaded four envs a load
-    (``L.four_flags``), as an fp32 tile holds them a thread: ``offs // 4 * 4 + offs % 4`` is
-    ``offs``, and tells the compiler runs of four, where it would load sixteen bytes a thread
-    and lay the whole tile out for them (sm_90: up to 5.7x the instructions, and spills)."""
-    if FOUR_FLAGS:
-        return tl.load(ptr + (offs // 4 * 4 + offs % 4), mask=mask, other=0)
+def four_runs(offs):
+    """``offs`` itself, told to the compiler as runs of four envs (time-major rows of multiples
+    of four envs, ``L.four_loads``): a load of values narrower than 4 bytes then takes four envs,
+    as an fp32 tile holds them a thread, where the compiler would vectorise it wider (16 bytes:
+    16 flags or 8 bf16 envs a thread) and lay the whole tile out for it (sm_90: up to 5.7x the
+    instructions, and spills). fp32 loads keep their own offsets: runs of four there spilled
+    under Triton 3.9."""
+    return offs // 4 * 4 + offs % 4
+
+
+@triton.jit
+def step_load(ptr, offs, mask, FOURS_BELOW: tl.constexpr):
+    """A tile of per-step values as stored; those narrower than ``FOURS_BELOW`` bits (0: none)
+    four envs a load (``four_runs``)."""
+    if ptr.dtype.element_ty.primitive_bitwidth < FOURS_BELOW:
+        return tl.load(ptr + four_runs(offs), mask=mask, other=0)
     return tl.load(ptr + offs, mask=mask, other=0)
 
 
 @triton.jit
 def raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC: tl.constexpr,
-              FOUR_FLAGS: tl.constexpr = False):
+              FOURS_BELOW: tl.constexpr = 0):
     """(terminated, truncated) tiles as stored (no conversion, so no wait on the load)."""
-    term = flag_load(term_ptr, offs, mask, FOUR_FLAGS)
+    term = step_load(term_ptr, offs, mask, FOURS_BELOW)
     if HAS_TRUNC:
-        trunc = flag_load(trunc_ptr, offs, mask, FOUR_FLAGS)
+        trunc = step_load(trunc_ptr, offs, mask, FOURS_BELOW)
     else:
         trunc = tl.zeros_like(term)
     return term, trunc

@@ -18,7 +18,6 @@ from paper_repro.kernels.affine_scan import (
     Launch,
     against_scan_order,
     aligned_layout,
-    flag_load,
     incoming_carry,
     neighbour_load,
     next_tile,
@@ -26,6 +25,7 @@ from paper_repro.kernels.affine_scan import (
     row_block,
     segment_chunks,
     segment_sweep,
+    step_load,
     store_aggregate,
     store_tile,
     sweep_tile,
@@ -39,7 +39,7 @@ DONES = ("dones", "dones2")  # the flags a launch may load four at a time (L.fou
 
 @triton.jit
 def reset_flags(done_ptr, offs, mask, t, row_mask, T, stride_t, PREVIOUS_DONE: tl.constexpr,
-                FLIP: tl.constexpr, FOUR_FLAGS: tl.constexpr):
+                FLIP: tl.constexpr, FOURS_BELOW: tl.constexpr):
     """One tile's flags that reset the sum entering t, unconverted."""
     if PREVIOUS_DONE:
         # "ends at": the flag at t-1 resets the sum entering step t; batch-major tiles (FLIP >
@@ -47,23 +47,23 @@ def reset_flags(done_ptr, offs, mask, t, row_mask, T, stride_t, PREVIOUS_DONE: t
         if FLIP > 1:
             return neighbour_load(tl.load(done_ptr + offs, mask=mask, other=0), done_ptr, offs,
                                   mask, t, row_mask, T, stride_t, FLIP, False)
-        return flag_load(done_ptr, offs - stride_t, mask & (t >= 1)[None, :], FOUR_FLAGS)
-    return flag_load(done_ptr, offs, mask, FOUR_FLAGS)
+        return step_load(done_ptr, offs - stride_t, mask & (t >= 1)[None, :], FOURS_BELOW)
+    return step_load(done_ptr, offs, mask, FOURS_BELOW)
 
 
 @triton.jit
 def decayed_inputs(x_ptr, done_ptr, done2_ptr, offs, mask, t, row_mask, T, stride_t,
                    PREVIOUS_DONE: tl.constexpr, FLIP: tl.constexpr, TWO_FLAGS: tl.constexpr,
-                   FOUR_FLAGS: tl.constexpr, ACC: tl.constexpr):
+                   FOURS_BELOW: tl.constexpr, ACC: tl.constexpr):
     """One tile's x_t and the flag that resets the sum entering t (with ``TWO_FLAGS``,
     ``min(done + done2, 1)`` in ``ACC``: the adjoints of GAE and the returns reset where a step
     was terminated or truncated, without a launch to join the two)."""
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    x = step_load(x_ptr, offs, mask, FOURS_BELOW)
     d = reset_flags(done_ptr, offs, mask, t, row_mask, T, stride_t, PREVIOUS_DONE, FLIP,
-                    FOUR_FLAGS)
+                    FOURS_BELOW)
     if TWO_FLAGS:
         d2 = reset_flags(done2_ptr, offs, mask, t, row_mask, T, stride_t, PREVIOUS_DONE, FLIP,
-                         FOUR_FLAGS)
+                         FOURS_BELOW)
         d = tl.minimum(d.to(ACC) + d2.to(ACC), 1.0)
     return x, d
 
@@ -73,7 +73,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, done2_ptr, seed_ptr, out_ptr, agg_pt
                            B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                            decay, decay_lo,
                            PREVIOUS_DONE: tl.constexpr, HAS_SEED: tl.constexpr,
-                           TWO_FLAGS: tl.constexpr, FOUR_FLAGS: tl.constexpr,
+                           TWO_FLAGS: tl.constexpr, FOURS_BELOW: tl.constexpr,
                            ACC: tl.constexpr, PHASE: tl.constexpr,
                            BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr,
                            PREFETCH: tl.constexpr, FLIP: tl.constexpr, ALIGN: tl.constexpr):
@@ -95,7 +95,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, done2_ptr, seed_ptr, out_ptr, agg_pt
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, False, FLIP, against)
         x, d = decayed_inputs(x_ptr, done_ptr, done2_ptr, offs, mask, t, row_mask, T,
-                              stride_t, PREVIOUS_DONE, FLIP, TWO_FLAGS, FOUR_FLAGS, ACC)
+                              stride_t, PREVIOUS_DONE, FLIP, TWO_FLAGS, FOURS_BELOW, ACC)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, False, FLIP, against)
@@ -104,7 +104,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, done2_ptr, seed_ptr, out_ptr, agg_pt
             if PREFETCH:
                 x_n, d_n = decayed_inputs(x_ptr, done_ptr, done2_ptr, offs_n, mask_n, t_n,
                                           row_mask, T, stride_t, PREVIOUS_DONE, FLIP,
-                                          TWO_FLAGS, FOUR_FLAGS, ACC)
+                                          TWO_FLAGS, FOURS_BELOW, ACC)
             alpha = x.to(ACC)
             beta = tl.where(mask, k * (1.0 - d.to(ACC)), 1.0)
             out, carry, agg_b, _ = sweep_tile(
@@ -117,7 +117,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, done2_ptr, seed_ptr, out_ptr, agg_pt
             else:
                 x, d = decayed_inputs(x_ptr, done_ptr, done2_ptr, offs_n, mask_n, t_n,
                                       row_mask, T, stride_t, PREVIOUS_DONE, FLIP, TWO_FLAGS,
-                                      FOUR_FLAGS, ACC)
+                                      FOURS_BELOW, ACC)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
@@ -163,7 +163,7 @@ def reset_sum(x, dones, seed_values, decay: float, previous_done: float, time_di
                              dict(decay=decay, previous_done=previous_done))
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, False))
     o = out.rows
-    config, fours = L.flag_tile(rows, o.device, o.element_size(), names=DONES)
+    config, fours = L.tile_of(rows, o.device, o.element_size(), names=DONES)
     job = Launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(decay),
                  (bool(previous_done), seed is not None, dones2 is not None, fours))

@@ -24,6 +24,7 @@ from paper_repro.kernels.affine_scan import (
     row_block,
     segment_chunks,
     segment_sweep,
+    step_load,
     store_aggregate,
     store_tile,
     sweep_tile,
@@ -64,15 +65,15 @@ def next_state_value(v_next, boot_ptr, last, offs, mask, t, T, trunc,
 
 @triton.jit
 def step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask, T, stride_t,
-                HAS_TRUNC: tl.constexpr, FOUR_FLAGS: tl.constexpr, FLIP: tl.constexpr):
+                HAS_TRUNC: tl.constexpr, FOURS_BELOW: tl.constexpr, FLIP: tl.constexpr):
     """One tile's r_t, V_t, V_{t+1} and flags as stored (unconverted: no wait on the loads)."""
-    r = tl.load(r_ptr + offs, mask=mask, other=0.0)
-    v = tl.load(v_ptr + offs, mask=mask, other=0.0)
+    r = step_load(r_ptr, offs, mask, FOURS_BELOW)
+    v = step_load(v_ptr, offs, mask, FOURS_BELOW)
     if FLIP > 1:  # runs of ascending steps: V_{t+1} from V_t's registers
         v_next = neighbour_load(v, v_ptr, offs, mask, t, row_mask, T, stride_t, FLIP, True)
     else:
-        v_next = tl.load(v_ptr + offs + stride_t, mask=mask & (t + 1 < T)[None, :], other=0.0)
-    term, trunc = raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, FOUR_FLAGS)
+        v_next = step_load(v_ptr, offs + stride_t, mask & (t + 1 < T)[None, :], FOURS_BELOW)
+    term, trunc = raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, FOURS_BELOW)
     return r, v, v_next, term, trunc
 
 
@@ -81,7 +82,7 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
                    status_ptr, B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                    gamma, gamma_lo, lam, lam_lo,
                    HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr, HAS_LAST: tl.constexpr,
-                   FOUR_FLAGS: tl.constexpr, ACC: tl.constexpr, PHASE: tl.constexpr,
+                   FOURS_BELOW: tl.constexpr, ACC: tl.constexpr, PHASE: tl.constexpr,
                    BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr,
                    FLIP: tl.constexpr, ALIGN: tl.constexpr):
     B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
@@ -104,7 +105,7 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True, FLIP, against)
         r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
-                                                row_mask, T, stride_t, HAS_TRUNC, FOUR_FLAGS, FLIP)
+                                                row_mask, T, stride_t, HAS_TRUNC, FOURS_BELOW, FLIP)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP, against)
@@ -113,7 +114,7 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
             if PREFETCH:
                 r_n, v_n, v_next_n, term_n, trunc_n = step_inputs(
                     r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, row_mask, T,
-                    stride_t, HAS_TRUNC, FOUR_FLAGS, FLIP)
+                    stride_t, HAS_TRUNC, FOURS_BELOW, FLIP)
             done, cut = term.to(ACC), trunc.to(ACC)
             nu = next_state_value(v_next, boot_ptr, last, offs, mask, t, T, cut,
                                   HAS_BOOT, HAS_LAST, ACC)
@@ -129,7 +130,7 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
             else:
                 r, v, v_next, term, trunc = step_inputs(
                     r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, row_mask, T,
-                    stride_t, HAS_TRUNC, FOUR_FLAGS, FLIP)
+                    stride_t, HAS_TRUNC, FOURS_BELOW, FLIP)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
@@ -219,7 +220,7 @@ def _gae(rewards: torch.Tensor, values: torch.Tensor, terminateds: torch.Tensor,
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
     o = out.rows
     t = rows.tensors
-    config, fours = L.flag_tile(rows, o.device, o.element_size(), LONG_ROWS)
+    config, fours = L.tile_of(rows, o.device, o.element_size(), LONG_ROWS)
     # 16-bit rows' one-tile look-back walked: compile-time, bf16 64x131072 took 1.08x the time
     # (look_back_tile_ab.csv, in turn: 23.8 us against 22.0 walked; fp32 1.00x).
     job = Launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,

@@ -24,6 +24,7 @@ from paper_repro.kernels.affine_scan import (
     row_block,
     segment_chunks,
     segment_sweep,
+    step_load,
     store_aggregate,
     store_tile,
     sweep_tile,
@@ -49,13 +50,13 @@ LONG_ROWS_NO_VALUES = L.LongRows(two_pass_rows=4, cap16=128, warps32=1, two_pass
 
 @triton.jit
 def returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs, mask, HAS_NEXT: tl.constexpr,
-                   HAS_TRUNC: tl.constexpr, FOUR_FLAGS: tl.constexpr):
+                   HAS_TRUNC: tl.constexpr, FOURS_BELOW: tl.constexpr):
     """One tile's rewards, next values (or rewards again: unused) and flags, unconverted."""
-    r = tl.load(r_ptr + offs, mask=mask, other=0.0)
+    r = step_load(r_ptr, offs, mask, FOURS_BELOW)
     n = r
     if HAS_NEXT:
-        n = tl.load(next_ptr + offs, mask=mask, other=0.0)
-    term, trunc = raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, FOUR_FLAGS)
+        n = step_load(next_ptr, offs, mask, FOURS_BELOW)
+    term, trunc = raw_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, FOURS_BELOW)
     return r, n, term, trunc
 
 
@@ -64,7 +65,7 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
                        B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                        gamma, gamma_lo, lam, lam_lo,
                        HAS_NEXT: tl.constexpr, HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr,
-                       RAW_DONE: tl.constexpr, FOUR_FLAGS: tl.constexpr, ACC: tl.constexpr,
+                       RAW_DONE: tl.constexpr, FOURS_BELOW: tl.constexpr, ACC: tl.constexpr,
                        PHASE: tl.constexpr,
                        BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr,
                        FLIP: tl.constexpr, ALIGN: tl.constexpr):
@@ -88,7 +89,7 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, True, FLIP, against)
         r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs, mask,
-                                           HAS_NEXT, HAS_TRUNC, FOUR_FLAGS)
+                                           HAS_NEXT, HAS_TRUNC, FOURS_BELOW)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP, against)
@@ -97,7 +98,7 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
             if PREFETCH:
                 r_n, n_n, term_n, trunc_n = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr,
                                                            offs_n, mask_n, HAS_NEXT, HAS_TRUNC,
-                                                           FOUR_FLAGS)
+                                                           FOURS_BELOW)
             done, cut = term.to(ACC), trunc.to(ACC)
             if RAW_DONE:  # the decayed sums' adjoint: beta = gamma (1 - d), d as given
                 keep = 1.0 - done
@@ -120,7 +121,7 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
                 r, n, term, trunc = r_n, n_n, term_n, trunc_n
             else:
                 r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs_n,
-                                                   mask_n, HAS_NEXT, HAS_TRUNC, FOUR_FLAGS)
+                                                   mask_n, HAS_NEXT, HAS_TRUNC, FOURS_BELOW)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
@@ -180,8 +181,8 @@ def returns_rows(rewards, next_values, terminateds, truncateds, bootstrap_values
     o = out.rows
     no_values = next_values is None
     t = rows.tensors
-    config, fours = L.flag_tile(rows, o.device, o.element_size(),
-                                LONG_ROWS_NO_VALUES if no_values else LONG_ROWS)
+    config, fours = L.tile_of(rows, o.device, o.element_size(),
+                              LONG_ROWS_NO_VALUES if no_values else LONG_ROWS)
     job = Launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
                  (next_values is not None, truncateds is not None, bootstrap_values is not None,

@@ -211,7 +211,7 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
                        gamma, gamma_lo, lam, lam_lo, c_bar, c_bar_lo, rho_bar, rho_bar_lo,
                        HAS_NEXT_PI: tl.constexpr, HAS_TRUNC: tl.constexpr,
                        N_ACT: tl.constexpr, PACK: tl.constexpr, VAL: tl.constexpr,
-                       WORDS: tl.constexpr, FOUR_FLAGS: tl.constexpr, ACC: tl.constexpr,
+                       WORDS: tl.constexpr, FOURS_BELOW: tl.constexpr, ACC: tl.constexpr,
                        PHASE: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr,
                        PREFETCH: tl.constexpr, FLIP: tl.constexpr, ALIGN: tl.constexpr):
     B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
@@ -284,7 +284,7 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
             q_raw = tl.load(q_ptr + offs, mask=mask, other=0.0)
             q = q_raw.to(ACC)
             term, trunc = load_flags(term_ptr, trunc_ptr, offs, mask, HAS_TRUNC, ACC,
-                                     FOUR_FLAGS)
+                                     FOURS_BELOW)
             discount = g * (1.0 - term)
             alpha = tl.where(mask, r + discount * expect - q, 0.0)
             beta = tl.where(mask, g * c_next * (1.0 - tl.minimum(term + trunc, 1.0)), 1.0)
@@ -499,8 +499,8 @@ def _retrace(action_probs_target: torch.Tensor, action_probs_behavior: torch.Ten
         q_ret, adv = _outputs(delta, named, scalars)
         return q_out.set(q_ret), adv_out.set(adv)
     q_ret, adv = q_out.rows, adv_out.rows
-    config, fours = L.flag_tile(rows, q_ret.device, q_ret.element_size(), wide=True,
-                                retrace=True, extra=present)
+    config, fours = L.tile_of(rows, q_ret.device, q_ret.element_size(), wide=True,
+                              retrace=True, extra=present, values=False)
     t = rows.tensors
     A = present[0].shape[-1]
     pack, val, n_act, words, stride3 = action_reads(present, stride3, config, rows.T,

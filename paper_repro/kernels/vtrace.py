@@ -27,6 +27,7 @@ from paper_repro.kernels.affine_scan import (
     row_block,
     segment_chunks,
     segment_sweep,
+    step_load,
     store_aggregate,
     store_tile,
     sweep_tile,
@@ -46,17 +47,17 @@ LONG_ROWS = L.LongRows(two_pass_rows=0, cap16=128, time_major_row_warps=4)
 
 @triton.jit
 def vtrace_inputs(lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask,
-                  T, stride_t, HAS_TRUNC: tl.constexpr, FOUR_FLAGS: tl.constexpr,
+                  T, stride_t, HAS_TRUNC: tl.constexpr, FOURS_BELOW: tl.constexpr,
                   FLIP: tl.constexpr, RATIO: tl.constexpr):
     """One tile's log-probabilities (``RATIO``: the ratios, twice), r_t, V_t, V_{t+1} and
     flags, unconverted."""
-    lpt = tl.load(lpt_ptr + offs, mask=mask, other=0.0)
+    lpt = step_load(lpt_ptr, offs, mask, FOURS_BELOW)
     if RATIO:
         lpb = lpt
     else:
-        lpb = tl.load(lpb_ptr + offs, mask=mask, other=0.0)
+        lpb = step_load(lpb_ptr, offs, mask, FOURS_BELOW)
     r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
-                                            row_mask, T, stride_t, HAS_TRUNC, FOUR_FLAGS, FLIP)
+                                            row_mask, T, stride_t, HAS_TRUNC, FOURS_BELOW, FLIP)
     return lpt, lpb, r, v, v_next, term, trunc
 
 
@@ -66,7 +67,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                       B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                       gamma, gamma_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo, trace, trace_lo,
                       HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr, HAS_LAST: tl.constexpr,
-                      RATIO: tl.constexpr, DIFF: tl.constexpr, FOUR_FLAGS: tl.constexpr,
+                      RATIO: tl.constexpr, DIFF: tl.constexpr, FOURS_BELOW: tl.constexpr,
                       ACC: tl.constexpr,
                       PHASE: tl.constexpr,
                       BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, PREFETCH: tl.constexpr,
@@ -94,7 +95,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                                      BLOCK_T, True, FLIP, against)
         lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
             lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t, row_mask, T,
-            stride_t, HAS_TRUNC, FOUR_FLAGS, FLIP, RATIO)
+            stride_t, HAS_TRUNC, FOURS_BELOW, FLIP, RATIO)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP, against)
@@ -103,7 +104,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             if PREFETCH:
                 lpt_n, lpb_n, r_n, v_n, v_next_n, term_n, trunc_n = vtrace_inputs(
                     lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n,
-                    row_mask, T, stride_t, HAS_TRUNC, FOUR_FLAGS, FLIP, RATIO)
+                    row_mask, T, stride_t, HAS_TRUNC, FOURS_BELOW, FLIP, RATIO)
             is_last = (t == T - 1)[None, :]
             if RATIO:  # the ratios themselves (PufferLib's importance)
                 ratio = lpt.to(ACC)
@@ -136,7 +137,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             else:
                 lpt, lpb, r, v, v_next, term, trunc = vtrace_inputs(
                     lpt_ptr, lpb_ptr, r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n,
-                    row_mask, T, stride_t, HAS_TRUNC, FOUR_FLAGS, FLIP, RATIO)
+                    row_mask, T, stride_t, HAS_TRUNC, FOURS_BELOW, FLIP, RATIO)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
@@ -222,7 +223,7 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
         return vs_out.set(vs), adv_out.set(adv)
     vs, adv = vs_out.rows, adv_out.rows
     t = rows.tensors
-    config, fours = L.flag_tile(rows, vs.device, vs.element_size(), LONG_ROWS, wide=True)
+    config, fours = L.tile_of(rows, vs.device, vs.element_size(), LONG_ROWS, wide=True)
     # ONE_TILE only for one-row tiles: 4 x 128 and 32 x 32 tiles of one tile ran 10-15 % slower
     # unrolled (data/h200/one_tile_ab.csv), 1 x 512 6 % faster. The compile-time look-back tile
     # likewise, and in fp32 only (look_back_tile_ab.csv, walked against compile-time in turn:
