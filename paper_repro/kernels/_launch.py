@@ -302,10 +302,12 @@ def config_for(B: int, T: int, stride, device, wide: bool = False,
 
 def narrow_loads(itemsize: int, inputs, time_major: bool) -> bool:
     """Whether a time-major tile of fp32 outputs loads values narrower than 4 bytes (bool or
-    uint8 flags, bf16 values): ``choose_config`` then lays it out as a 16-bit tile. In the fp32
-    tiles' interleaved runs such loads compiled for sm_90 to 1.5-5.7x the instructions and
-    spilled (GAE 512x4096 with bool flags: 883 local loads; data/h200/sass_mixed.csv).
-    Batch-major tiles keep the output's (16-bit loads: at most 1.1x the instructions)."""
+    uint8 flags, bf16 values) as Triton vectorises them: ``choose_config`` then lays it out as a
+    16-bit tile. In the fp32 tiles' interleaved runs such loads compiled for sm_90 to 1.5-5.7x
+    the instructions and spilled (GAE 512x4096 with bool flags: 883 local loads;
+    data/h200/sass_mixed.csv). Loads four envs a load (``four_loads``) are left out of
+    ``inputs`` (``tile_of``). Batch-major tiles keep the output's (16-bit loads: at most 1.1x
+    the instructions)."""
     return time_major and itemsize == 4 and any(
         x is not None and x.element_size() < 4 for x in inputs)
 
