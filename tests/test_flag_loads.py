@@ -92,8 +92,8 @@ def shifted(x: torch.Tensor, offset: int) -> torch.Tensor:
 
 @pytest.fixture
 def launches(monkeypatch):
-    """Whether each engine launch loaded its flags four envs a load (its last flag before ACC,
-    FOUR_FLAGS, on). No plans: a repeat would launch directly, without ``__call__``."""
+    """Each engine launch's FOURS_BELOW (its last flag, before ACC). No plans: a repeat would
+    launch directly, without ``__call__``."""
     _plan.clear()
     seen, call = [], affine_scan.Launch.__call__
 
@@ -105,6 +105,20 @@ def launches(monkeypatch):
     return seen
 
 
+def check_time_major(est, d, kernels, tol, config=None, moved=None):
+    """``est`` on ``d`` (batch-major, on ``kernels``' device) laid out time-major (``moved``:
+    then put where it returns), under ``config`` (None: the rule), against the float64
+    reference on ``d``."""
+    x = TIME_MAJOR.apply({k: v if v is None else v.to(device_of(kernels)) for k, v in d.items()})
+    x = moved(x) if moved else x
+    on = L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext()
+    with on, L.force_config(config):
+        got = [TIME_MAJOR.back(y) for y in outputs(est.call(P, x, time_dim=0))]
+    for i, (g, w) in enumerate(zip(got, outputs(est.call(ref, d)))):
+        assert_close(f"{est.name}[{i}]", g, w, tol)
+    return got
+
+
 @pytest.mark.parametrize("offset", [0, 1, 4], ids=["aligned16", "aligned1", "aligned4"])
 @pytest.mark.parametrize("flag_dtype", [torch.bool, torch.uint8], ids=str)
 @pytest.mark.parametrize("est", ESTIMATORS, ids=[e.name for e in ESTIMATORS])
@@ -112,13 +126,9 @@ def launches(monkeypatch):
 def test_flags_four_a_load(est, flag_dtype, offset, kernels, launches):
     """Time-major fp32 rows of 12 envs (three loads of four a step) with 1-byte flags at 16-,
     1- and 4-byte aligned addresses, against the float64 reference."""
-    d = TIME_MAJOR.apply(make_inputs(12, 37, flag_dtype=flag_dtype, device=device_of(kernels)))
-    d.update({k: shifted(d[k], offset) for k in FLAG_KEYS})
-    with L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext():
-        got = [TIME_MAJOR.back(y) for y in outputs(est.call(P, d, time_dim=0))]
-    want = outputs(est.call(ref, make_inputs(12, 37, flag_dtype=flag_dtype)))
-    for i, (g, w) in enumerate(zip(got, want)):
-        assert_close(f"{est.name}[{i}]", g, w, TOL[torch.float32])
+    check_time_major(est, make_inputs(12, 37, flag_dtype=flag_dtype), kernels,
+                     TOL[torch.float32],
+                     moved=lambda x: dict(x, **{k: shifted(x[k], offset) for k in FLAG_KEYS}))
     assert launches and all(b == 16 for b in launches)
 
 
@@ -128,13 +138,8 @@ def test_flags_four_a_load(est, flag_dtype, offset, kernels, launches):
 def test_flags_four_a_load_split_over_time(est, config, kernels, launches):
     """Four a load in the two passes and the look-back, tiles of 4 and 8 envs, runs of 1 and 2
     steps."""
-    d = TIME_MAJOR.apply(make_inputs(16, 45, flag_dtype=torch.bool, device=device_of(kernels)))
-    on = L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext()
-    with on, L.force_config(config):
-        got = [TIME_MAJOR.back(y) for y in outputs(est.call(P, d, time_dim=0))]
-    want = outputs(est.call(ref, make_inputs(16, 45, flag_dtype=torch.bool)))
-    for i, (g, w) in enumerate(zip(got, want)):
-        assert_close(f"{est.name}[{i}]", g, w, TOL[torch.float32])
+    check_time_major(est, make_inputs(16, 45, flag_dtype=torch.bool), kernels,
+                     TOL[torch.float32], config)
     assert launches and all(b == 16 for b in launches)
 
 
@@ -144,15 +149,8 @@ def test_flags_four_a_load_split_over_time(est, config, kernels, launches):
 def test_bf16_flags_four_a_load(est, flip, kernels, launches):
     """bf16 rows with bool flags, four a load in 16-bit tiles of either order."""
     config = L.ScanConfig(BLOCK_B=16, BLOCK_T=16, num_warps=1, seg_len=1 << 20, flip=flip)
-    d = make_inputs(32, 40, dtype=torch.bfloat16, flag_dtype=torch.bool,
-                    device=device_of(kernels))
-    on = L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext()
-    with on, L.force_config(config):
-        got = [TIME_MAJOR.back(y) for y in
-               outputs(est.call(P, TIME_MAJOR.apply(d), time_dim=0))]
-    want = outputs(est.call(ref, d))
-    for i, (g, w) in enumerate(zip(got, want)):
-        assert_close(f"{est.name}[{i}]", g, w, TOL[torch.bfloat16])
+    d = make_inputs(32, 40, dtype=torch.bfloat16, flag_dtype=torch.bool)
+    check_time_major(est, d, kernels, TOL[torch.bfloat16], config)
     assert launches and all(b == 16 for b in launches)
 
 
@@ -163,18 +161,12 @@ def test_bf16_flags_four_a_load(est, flip, kernels, launches):
 def test_bf16_values_four_a_load(est, config, kernels, launches):
     """bf16 values beside fp32 rewards (fp32 outputs) and bool flags: every narrow load four
     envs a load in the fp32 tile, but Retrace's (its values keep the 16-bit tile)."""
-    d = make_inputs(16, 45, flag_dtype=torch.bool, device=device_of(kernels))
+    d = make_inputs(16, 45, flag_dtype=torch.bool)
     # rows of rewards alone: bf16 rewards beside an fp32 seed or bootstrap
     half = ("r",) if est.name in REWARDS_ONLY else ("v", "n", "lpt", "lpb", "pi", "mu")
     d.update({k: d[k].to(torch.bfloat16) for k in half})
-    on = L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext()
-    with on, L.force_config(config):
-        got = [TIME_MAJOR.back(y) for y in
-               outputs(est.call(P, TIME_MAJOR.apply(d), time_dim=0))]
-    want = outputs(est.call(ref, d))
-    for i, (g, w) in enumerate(zip(got, want)):
-        assert g.dtype == torch.float32
-        assert_close(f"{est.name}[{i}]", g, w, TOL[torch.float32])
+    got = check_time_major(est, d, kernels, TOL[torch.float32], config)
+    assert all(g.dtype == torch.float32 for g in got)
     assert launches and all(b == (32 if est.kernel in VALUE_KERNELS else 16) for b in launches)
 
 
