@@ -34,7 +34,7 @@ from paper_repro.kernels.affine_scan import (
 from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
-DONES = ("dones", "dones2")  # the flags a launch may load four at a time (L.four_flags)
+DONES = ("dones", "dones2")  # the flags a launch may load four at a time (L.four_loads)
 
 
 @triton.jit
