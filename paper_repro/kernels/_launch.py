@@ -76,9 +76,9 @@ def force_alignment(flag: bool | None):
 
 def force_words(flag: bool | None):
     """Inside the block, Retrace reads its per-action inputs as 64-bit words wherever their
-    layout allows (True) or never (False), and (False) time-major tiles load 1-byte flags as
-    Triton vectorises them, not four envs a load; None: the rules (``retrace.action_reads``,
-    ``four_loads``)."""
+    layout allows (True) or never (False), and (False) time-major tiles load narrow values
+    (1-byte flags, bf16 beside fp32 outputs) as Triton vectorises them, not four envs a load;
+    None: the rules (``retrace.action_reads``, ``four_loads``)."""
     return _setting(_FORCED_WORDS, flag)
 
 
