@@ -1439,14 +1439,17 @@ def test_mixed_ab_rows(monkeypatch, tmp_path):
     assert arms[10:15] == [("bool_flags", a, "0") for a in five]
     assert arms[20:24] == [("bf16_bool_flags", a, "0") for a in
                            ("shipped", "sixteen", "all_fp32", "all_bf16")]
-    assert len(rows) == 28
+    assert arms[28:31] == [("bf16", a, "0") for a in ("shipped", "sixteen", "all_fp32")]
+    assert len(rows) == 34
     fp32, tile16 = "16x64w4/-2", "16x32w4/1"
     for first in (0, 10):  # four a load keep the fp32 tile; Triton's loads lay out a 16-bit one
         assert [rows[first + k]["config"] for k in range(3)] == [fp32, tile16, fp32]
+    for first in (20, 28):  # 16-bit rows four a load in the fp32 tile, or the 16-bit tile
+        assert [rows[first + k]["config"] for k in range(2)] == [fp32, "16x32w4/1"]
     assert sum(c is not None for c in seen) == 8  # narrow_tile and fp32_tile, twice per set
-    assert words.count(False) == 10 and True not in words  # every forced arm, only those
+    assert words.count(False) == 12 and True not in words  # every forced arm, only those
     assert [w for w, r in zip(words, rows) if r["arm"] in ("narrow_tile", "fp32_tile",
-                                                             "sixteen")] == [False] * 10
+                                                             "sixteen")] == [False] * 12
 
 
 def test_tn16_ab_rows(monkeypatch, tmp_path):
@@ -1469,5 +1472,5 @@ def test_tn16_ab_rows(monkeypatch, tmp_path):
     assert [(r["inputs"], r["arm"], r["config"]) for r in rows] == [
         ("bf16", "shipped", "32x16w1/-2"), ("bf16", "latest_first", "32x16w1/1"),
         ("bool_flags", "shipped", "32x16w1/1"), ("bool_flags", "interleaved", "32x16w1/-2")]
-    # bool flags: the shipped 16-bit tile forced too, as the flags' sixteen-a-load layout
-    assert [c.flip for c in seen if c is not None] == [1, 1, -2]
+    # every arm forced: the 16-bit tile, loads as Triton vectorises them
+    assert [c.flip for c in seen if c is not None] == [-2, 1, 1, -2]

@@ -1,7 +1,7 @@
 """Narrow per-step values loaded four envs a load (``_launch.four_loads``,
-``affine_scan.four_runs``): 1-byte flags in every time-major tile, and bf16 values beside fp32
-outputs; the rule, and the answers against the float64 reference on the real kernels, at any
-address."""
+``affine_scan.four_runs``): 1-byte flags in every time-major tile, bf16 values beside fp32
+outputs, and 16-bit rows, stored four envs a store too; the rule, and the answers against the
+float64 reference on the real kernels, at any address."""
 import contextlib
 
 import pytest
@@ -42,13 +42,16 @@ def test_four_loads_rule():
     assert L.four_loads(rows(), 4) == 16  # 1-byte flags below the fp32 outputs
     assert L.four_loads(rows(flag=torch.uint8, trunc=False), 4) == 16
     assert L.four_loads(rows(flag=torch.int8, B=4, stride_t=12), 4) == 16
-    assert L.four_loads(rows(), 2) == 16  # and below 16-bit outputs
+    assert L.four_loads(rows(), 2) == 32  # 16-bit outputs: every load four envs a load
+    assert L.four_loads(rows(values=torch.bfloat16, flag=torch.bfloat16), 2) == 32
+    assert L.four_loads(rows(), 2, values=False) == 16  # Retrace: its 1-byte flags alone
     assert L.four_loads(rows(values=torch.bfloat16), 4) == 32  # bf16 values too
     assert L.four_loads(rows(values=torch.bfloat16), 4, values=False) == 16
     assert L.four_loads(rows(flag=torch.bfloat16), 4) == 32
     assert L.four_loads(rows(flag=torch.float32, values=torch.float16), 4) == 32
-    assert L.four_loads(rows(values=torch.bfloat16, flag=torch.bfloat16), 2) == 0
+    assert L.four_loads(rows(values=torch.bfloat16, flag=torch.bfloat16), 2, values=False) == 0
     assert L.four_loads(rows(flag=torch.float32), 4) == 0
+    assert L.four_loads(rows(B=6), 2) == 0
     assert L.four_loads(rows(), 8) == 0
     assert L.four_loads(rows(B=6), 4) == 0  # a thread's four envs straddle two words
     assert L.four_loads(rows(stride_t=10), 4) == 0
@@ -59,11 +62,13 @@ def test_four_loads_rule():
     with L.force_words(False):
         assert L.four_loads(rows(), 4) == 0
         assert L.four_loads(rows(values=torch.bfloat16), 4) == 0
+        assert L.four_loads(rows(), 2) == 0
 
 
 def test_four_loads_keep_the_fp32_tile(monkeypatch):
     """Loads four envs a load leave the time-major fp32 tile alone; sixteen bytes a load lay it
-    out as a 16-bit one; 16-bit tiles keep theirs."""
+    out as a 16-bit one; 16-bit outputs take the fp32 tile, stored four envs a store, but
+    Retrace's (``values=False``) and rows of no multiple of four envs."""
     monkeypatch.setattr(L, "num_sms", lambda device: 132)
     cpu = torch.device("cpu")
     for B, T in [(4096, 128), (512, 4096), (2048, 1024), (64, 131072), (32768, 32)]:
@@ -72,7 +77,12 @@ def test_four_loads_keep_the_fp32_tile(monkeypatch):
         assert L.tile_of(r, cpu, 4) == (fp32, 16)
         assert L.config_for(B, T, r.stride, cpu, itemsize=4, inputs=L.tile_inputs(r, False)) \
             != fp32
-        assert L.tile_of(r, cpu, 2) == (L.config_for(B, T, r.stride, cpu, itemsize=2), 16)
+        tile16 = L.config_for(B, T, r.stride, cpu, itemsize=2)
+        assert tile16 != fp32 or T == 32
+        assert L.tile_of(r, cpu, 2) == (fp32, 32)
+        assert L.tile_of(r, cpu, 2, values=False) == (tile16, 16)
+        with L.force_words(False):
+            assert L.tile_of(r, cpu, 2) == (tile16, 0)
         r.tensors["values"] = r["rewards"].to(torch.bfloat16)
         assert L.tile_of(r, cpu, 4) == (fp32, 32)
         narrow = L.config_for(B, T, r.stride, cpu, itemsize=4, inputs=[r["values"]])
@@ -147,11 +157,39 @@ def test_flags_four_a_load_split_over_time(est, config, kernels, launches):
 @pytest.mark.parametrize("est", ESTIMATORS, ids=[e.name for e in ESTIMATORS])
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_bf16_flags_four_a_load(est, flip, kernels, launches):
-    """bf16 rows with bool flags, four a load in 16-bit tiles of either order."""
+    """bf16 rows with bool flags, four a load (values too, but Retrace's) in 16-bit tiles of
+    either order."""
     config = L.ScanConfig(BLOCK_B=16, BLOCK_T=16, num_warps=1, seg_len=1 << 20, flip=flip)
     d = make_inputs(32, 40, dtype=torch.bfloat16, flag_dtype=torch.bool)
     check_time_major(est, d, kernels, TOL[torch.bfloat16], config)
-    assert launches and all(b == 16 for b in launches)
+    assert launches and all(b == (32 if est.kernel in VALUE_KERNELS else 16) for b in launches)
+
+
+@pytest.mark.parametrize("offset", [0, 2, 6], ids=["aligned16", "aligned2", "aligned6"])
+@pytest.mark.parametrize("config", [None, SPLIT, LOOK_BACK], ids=["shipped", "two_pass",
+                                                                 "look_back"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("est", ESTIMATORS, ids=[e.name for e in ESTIMATORS])
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_16bit_rows_four_a_load(est, dtype, config, offset, kernels, launches):
+    """All-16-bit time-major rows (flags too) of 12 envs, their inputs at 16-, 2- and 6-byte
+    aligned addresses: loads and stores four envs at a time in the fp32 tile (Retrace: the
+    16-bit tile, as Triton loads)."""
+    d = make_inputs(12, 37, dtype=dtype, flag_dtype=dtype)
+    keys = [k for k, v in d.items() if v is not None and v.dtype == dtype and v.dim() == 2]
+    got = check_time_major(est, d, kernels, TOL[dtype], config,
+                           moved=lambda x: dict(x, **{k: shifted(x[k], offset) for k in keys}))
+    assert all(g.dtype == dtype for g in got)
+    assert launches and all(b == (32 if est.kernel in VALUE_KERNELS else 0) for b in launches)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=[e.name for e in ESTIMATORS])
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_16bit_rows_of_no_four_envs(est, kernels, launches):
+    """bf16 rows of 10 envs: the 16-bit tile, as Triton loads."""
+    d = make_inputs(10, 37, dtype=torch.bfloat16, flag_dtype=torch.bfloat16)
+    check_time_major(est, d, kernels, TOL[torch.bfloat16])
+    assert launches and all(b == 0 for b in launches)
 
 
 @pytest.mark.parametrize("config", [None, SPLIT, LOOK_BACK], ids=["shipped", "two_pass",

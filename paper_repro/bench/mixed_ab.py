@@ -1,22 +1,22 @@
-"""Time-major calls that load values narrower than their outputs (bf16 values beside fp32
-rewards, or bool flags): the shipped call (narrow loads four envs a load, ``_launch.tile_of``,
-in fp32 tiles the fp32 layout) against the alternatives.
+"""Time-major calls that load values narrower than 4 bytes (bf16 values beside fp32 rewards,
+bool flags, 16-bit rows): the shipped call (narrow loads four envs a load in the fp32 tile,
+``_launch.tile_of``) against the alternatives.
 
 ``python -m paper_repro.bench.mixed_ab [--out FILE] [--shapes 4096x128,...]
-[--algorithms gae,...] [--inputs bf16_values,bool_flags,bf16_bool_flags] [--rounds 2]``
+[--algorithms gae,...] [--inputs bf16_values,bool_flags,bf16_bool_flags,bf16] [--rounds 2]``
 
 (CUDA) Per estimator, shape and input set, time-major. ``bf16_values``: values, next values,
 log-probabilities and eligibility traces' gradients in bf16, rewards (and the traces' seed) in
-fp32; ``bool_flags``: fp32 values, bool flags; ``bf16_bool_flags``: bf16 values, bool flags
-(16-bit outputs). The arms in turn each round, the order reversed every other round:
+fp32; ``bool_flags``: fp32 values, bool flags; ``bf16_bool_flags``: bf16 values, bool flags;
+``bf16``: every input bf16 (16-bit outputs: the fp32 tile, loads and stores four envs at a
+time). The arms in turn each round, the order reversed every other round:
 ``shipped``; fp32 outputs: ``narrow_tile`` (the narrow loads as Triton vectorises them, in
 the tile they lay out as a 16-bit one, ``L.force_words``); bf16 outputs: ``sixteen`` (the
-shipped tile loading the flags as Triton does);
+16-bit tile, loads as Triton vectorises them, ``L.force_words(False)``);
 ``fp32_tile`` (the tile fp32 inputs choose, forced through ``L.force_config``, flags loaded as
-Triton does); ``all_fp32`` (fp32 values and
-float flags) and ``all_bf16`` (bf16 values and flags); device time by CUDA-graph replay,
-minimum of two, and the largest difference from the shipped call's output (all_fp32 and
-all_bf16: their own rounding).
+Triton does); ``all_fp32`` (fp32 values and float flags) and, but for ``bf16``, ``all_bf16``
+(bf16 values and flags); device time by CUDA-graph replay, minimum of two, and the largest
+difference from the shipped call's output (all_fp32 and all_bf16: their own rounding).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from paper_repro.kernels import _launch as L
 
 SHAPES = "4096x128,32768x32,2048x1024,512x4096,64x131072"
 ALGORITHMS = "gae,lambda_returns,vtrace,eligibility_traces"
-INPUTS = "bf16_values,bool_flags,bf16_bool_flags"
+INPUTS = "bf16_values,bool_flags,bf16_bool_flags,bf16"
 COLUMNS = ["algorithm", "num_envs", "seq_len", "layout", "inputs", "round", "arm", "config",
            "device_us", "max_abs_diff"]
 HALF = {"values", "next_values", "log_pi_target", "log_pi_behavior", "gradients"}
@@ -71,7 +71,8 @@ def _rows(algorithm, N, T, inputs, rounds):
     case = case_of("fp32")
     narrow = {"bf16_values": lambda: mixed_case(case),
               "bool_flags": lambda: case_of("fp32", "bool"),
-              "bf16_bool_flags": lambda: case_of("bf16", "bool")}[inputs]()
+              "bf16_bool_flags": lambda: case_of("bf16", "bool"),
+              "bf16": lambda: case_of("bf16")}[inputs]()
     prep = _ours(narrow)
     want = [y.double() for y in prep.outputs(prep.call())]
 
@@ -82,17 +83,19 @@ def _rows(algorithm, N, T, inputs, rounds):
 
     config, tile16 = tile(4), tile(2)
     loads = [x for x in narrow.args if torch.is_tensor(x)]
-    if inputs == "bf16_bool_flags":  # shipped: four a load
-        arms = {"shipped": (prep, None, tile16), "sixteen": (prep, None, tile16, False)}
+    if inputs in ("bf16_bool_flags", "bf16"):  # shipped: four a load, in the fp32 tile
+        arms = {"shipped": (prep, None, config if N % 4 == 0 else tile16),
+                "sixteen": (prep, None, tile16, False)}
     elif N % 4 == 0:  # shipped: narrow loads four envs a load, in the fp32 tile
         arms = {"shipped": (prep, None, config),  # as Triton loads them, in the 16-bit tile
                 "narrow_tile": (prep, tile(4, loads), tile(4, loads), False)}
     else:
         arms = {"shipped": (prep, None, tile(4, loads))}
-    if inputs != "bf16_bool_flags":
+    if inputs not in ("bf16_bool_flags", "bf16"):
         arms["fp32_tile"] = (prep, config, config, False)
-    arms.update(all_fp32=(_ours(case), None, config),
-                all_bf16=(_ours(case_of("bf16")), None, tile16))
+    arms["all_fp32"] = (_ours(case), None, config)
+    if inputs != "bf16":
+        arms["all_bf16"] = (_ours(case_of("bf16")), None, config if N % 4 == 0 else tile16)
     row = {"algorithm": algorithm, "num_envs": N, "seq_len": T, "layout": "TN",
            "inputs": inputs}
     yield from timed_arms(row, arms, want, rounds)

@@ -245,13 +245,13 @@ def word_rows():
 
 # Time-major shapes of the mixed-dtype rows: each estimator's tiles for fp32 inputs, for fp32
 # outputs of narrower loads (``_launch.narrow_loads``), fp32 tiles loading them four envs a load
-# (``_launch.four_loads``) and 16-bit outputs, fed what each serves: fp32 inputs, mixed
-# (16-bit values, fp32 rewards and seeds, fp32 outputs), bool flags beside fp32 values, all
-# 16-bit.
+# (``_launch.four_loads``; all-16-bit rows stored so too) and 16-bit tiles, fed what each
+# serves: fp32 inputs, mixed (16-bit values, fp32 rewards and seeds, fp32 outputs), bool flags
+# beside fp32 values, all 16-bit.
 MIXED_SHAPES = [(4096, 128), (32768, 32), (2048, 1024), (512, 4096), (64, 131072)]
 MIXED_KERNELS = ("gae", "lambda_returns", "vtrace", "eligibility_traces", "retrace")
 MIXED_TILES = {"fp32": ("fp32", "mixed", "bool_flags"), "narrow": ("mixed", "bool_flags"),
-               "fours": ("mixed", "bool_flags"), "16bit": ("bf16",)}
+               "fours": ("mixed", "bool_flags", "bf16"), "16bit": ("bf16",)}
 MIXED_COLUMNS = COLUMNS + ["local_loads", "local_stores", "B", "T", "tile", "dtype"]
 FP32_POINTERS = {"r_ptr", "seed_ptr", "out_ptr", "adv_ptr", "agg_ptr"}
 FLAG_POINTERS = {"term_ptr", "trunc_ptr", "done_ptr", "done2_ptr"}
@@ -292,13 +292,12 @@ def mixed_rows():
                                          narrow_loads=tile_name == "narrow")
                 tile = (c.BLOCK_B, c.BLOCK_T, c.num_warps, launch_phase(c, T), False, True)
                 for dtype in dtypes:
-                    if retrace and tile_name == "fours" and dtype == "mixed":
-                        continue  # Retrace's values keep the 16-bit tile (``values=False``)
                     half = dtype in ("mixed", "bf16")
+                    if retrace and tile_name == "fours" and half:
+                        continue  # Retrace's values keep the 16-bit tile (``values=False``)
                     saved = dict(CONSTEXPRS)
-                    # loads narrower than the tile's fp32 (mixed) or than 16 bits (flags)
-                    CONSTEXPRS.update(FOURS_BELOW=(tile_name == "fours") * (
-                        32 if dtype == "mixed" else 16))
+                    # loads (and 16-bit stores) narrower than the tile's fp32, or 1-byte flags
+                    CONSTEXPRS.update(FOURS_BELOW=(tile_name == "fours") * (32 if half else 16))
                     if retrace:  # four actions a step as time-major words, by tl.load
                         CONSTEXPRS.update(N_ACT=unrolled_actions(4, c, T), PACK=4 if half else 2,
                                           VAL=tl.bfloat16 if half else tl.float32, WORDS=0)

@@ -1,5 +1,7 @@
-"""16-bit time-major tiles in interleaved runs (shipped, ``_tiles._runs16``) against the same
-tiles latest step first, as they were before (a 16-byte load holds 8 envs here).
+"""16-bit time-major tiles in interleaved runs (``_tiles._runs16``) against the same tiles
+latest step first, as they were before (a 16-byte load holds 8 envs here). Those tiles are
+shipped where rows of 16-bit outputs do not take the fp32 tile four envs a load
+(``_launch.four_loads``: Retrace, rows of no multiple of four envs; ``bench.mixed_ab``).
 
 ``python -m paper_repro.bench.tn16_ab [--out FILE] [--shapes 4096x128,...]
 [--algorithms gae,...] [--inputs bf16,bool_flags] [--rounds 2]``
@@ -8,11 +10,12 @@ tiles latest step first, as they were before (a 16-byte load holds 8 envs here).
 ``bool_flags`` (fp32 values, bool flags as Triton vectorises their loads, ``L.force_words``:
 the 16-bit tile by ``_launch.narrow_loads``, latest step first; shipped calls now load them
 four envs a load in the fp32 tile, ``bench.mixed_ab``). The arms in turn each round, the order
-reversed every other round: ``shipped`` and the other of ``interleaved`` (its tile with
-``flip = -R``, R = the steps a thread holds) and ``latest_first`` (``flip = 1``), forced
-through ``L.force_config``; device time by CUDA-graph replay, minimum of two, and the largest
-difference from the shipped call's output. Tiles whose threads hold one step, and the
-look-back's, are skipped.
+reversed every other round: ``shipped`` (the 16-bit tile's rule) and the other of
+``interleaved`` (its tile with ``flip = -R``, R = the steps a thread holds) and
+``latest_first`` (``flip = 1``), forced through ``L.force_config``, loads as Triton
+vectorises them (``L.force_words(False)``); device time by CUDA-graph replay, minimum of
+two, and the largest difference from the shipped call's output. Tiles whose threads hold one
+step, and the look-back's, are skipped.
 """
 from __future__ import annotations
 
@@ -46,9 +49,9 @@ def _rows(algorithm, N, T, inputs, rounds):
         return
     other = ("interleaved", replace(shipped, flip=-R)) if shipped.flip == 1 else \
         ("latest_first", replace(shipped, flip=1))
-    sixteen = (shipped, False) if flags == "bool" else (None,)  # flags as Triton loads them
-    arms = {"shipped": (prep, sixteen[0], shipped, *sixteen[1:]),
-            other[0]: (prep, other[1], other[1], *sixteen[1:])}
+    # the 16-bit tile, its loads as Triton vectorises them
+    arms = {"shipped": (prep, shipped, shipped, False),
+            other[0]: (prep, other[1], other[1], False)}
     row = {"algorithm": algorithm, "num_envs": N, "seq_len": T, "layout": "TN",
            "inputs": inputs}
     yield from timed_arms(row, arms, want, rounds)

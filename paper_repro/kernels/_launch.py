@@ -366,7 +366,7 @@ def four_loads(rows: Rows, itemsize: int, names: tuple = FLAGS, values: bool = T
     flags = [present[k] for k in names if k in present]
     narrow = [x for k, x in present.items() if x.element_size() < 4
               and (k not in names or x.element_size() > 1)]
-    if values and itemsize == 4 and narrow:
+    if values and (itemsize == 2 or narrow):
         return 32
     return 16 if flags and all(f.element_size() == 1 for f in flags) else 0
 
@@ -383,9 +383,10 @@ def tile_of(rows: Rows, device, itemsize: int, long_rows: LongRows | None = None
     0.95-1.09x)."""
     fours = four_loads(rows, itemsize, names, values)
     inputs = [] if fours == 32 else tile_inputs(rows, fours == 16, names)
+    # 16-bit outputs stored four envs a store too: the fp32 tile, in the fp32 layout
     config = config_for(rows.B, rows.T, rows.stride, device, wide=wide, retrace=retrace,
-                        itemsize=itemsize, long_rows=long_rows or LongRows(),
-                        inputs=[*inputs, *extra])
+                        itemsize=4 if fours == 32 else itemsize,
+                        long_rows=long_rows or LongRows(), inputs=[*inputs, *extra])
     return config, fours
 
 

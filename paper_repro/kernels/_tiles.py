@@ -149,9 +149,12 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
         # One row a program, the whole horizon one tile (4096x512: 13.2 -> 12.0 us). With at
         # most a row an SM, a program's latency is the call's: twice the warps (64x512 0.87-
         # 0.97x the time for all but Retrace, 128x1024 0.95-1.00x), and Retrace's rows of up
-        # to 2048 steps in one tile too (128x2048 9.52 -> 6.60 us in 16 warps).
+        # to 2048 steps in one tile too (128x2048 9.52 -> 6.60 us in 16 warps), in at least 8
+        # (H100, data/h100/retrace_512.csv: 32-128 rows of 512 steps 0.88-0.92x the time of 4).
         BLOCK_B, BLOCK_T = 1, _pow2(T)
         num_warps = BLOCK_T // (128 if sms >= B else per_warp)
+        if retrace and sms >= B:
+            num_warps = max(8, num_warps)
     elif T > 1024 and (not wide or (not retrace and T <= 8192 and
                                     4 < B <= (4 if itemsize < 4 else 2) * sms)):
         # One row a program in tiles of 1024 (512x4096: prefix sum 6.9 -> 6.2 us, GAE 12.8 ->

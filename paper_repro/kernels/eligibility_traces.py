@@ -111,7 +111,8 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, done2_ptr, seed_ptr, out_ptr, agg_pt
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
                 n_seg, PHASE, BLOCK_T, False, FLIP, against)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
-                store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
+                store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t,
+                           FOURS_BELOW)
             if PREFETCH:
                 x, d = x_n, d_n
             else:

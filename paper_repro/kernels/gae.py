@@ -124,7 +124,8 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
                 n_seg, PHASE, BLOCK_T, True, FLIP, against)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
-                store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
+                store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t,
+                           FOURS_BELOW)
             if PREFETCH:
                 r, v, v_next, term, trunc = r_n, v_n, v_next_n, term_n, trunc_n
             else:

@@ -123,14 +123,17 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
                 n_seg, PHASE, BLOCK_T, True, FLIP, against)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)) & DIFF:
-                store_tile(out_ptr, delta, rows, t, mask, out_stride_b, out_stride_t)
+                store_tile(out_ptr, delta, rows, t, mask, out_stride_b, out_stride_t,
+                           FOURS_BELOW)
             elif (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
                 # Next target: (1 - trunc) vs_{t+1} + trunc b_t inside the window, nu at T-1.
                 delta_next = tl.where(is_last, 0.0, (1.0 - cut) * next_in_time(delta, carry_in,
                                                                                BLOCK_T, FLIP))
                 adv = alpha + rho * discount * delta_next
-                store_tile(out_ptr, (delta + v_t), rows, t, mask, out_stride_b, out_stride_t)
-                store_tile(adv_ptr, adv, rows, t, mask, out_stride_b, out_stride_t)
+                store_tile(out_ptr, (delta + v_t), rows, t, mask, out_stride_b, out_stride_t,
+                           FOURS_BELOW)
+                store_tile(adv_ptr, adv, rows, t, mask, out_stride_b, out_stride_t,
+                           FOURS_BELOW)
             if PREFETCH:
                 lpt, lpb, r, v, v_next = lpt_n, lpb_n, r_n, v_n, v_next_n
                 term, trunc = term_n, trunc_n
