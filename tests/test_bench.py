@@ -1450,6 +1450,16 @@ def test_mixed_ab_rows(monkeypatch, tmp_path):
     assert words.count(False) == 12 and True not in words  # every forced arm, only those
     assert [w for w, r in zip(words, rows) if r["arm"] in ("narrow_tile", "fp32_tile",
                                                              "sixteen")] == [False] * 12
+    # the bare engine: 16-bit rows and bf16 alpha, no flags
+    words.clear()
+    M.main(["--out", str(out), "--shapes", "64x40", "--algorithms", "affine_scan", "--rounds",
+            "1", "--inputs", "bf16,bool_flags,bf16_values"])
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    c = L.config_for(64, 40, (1, 64), torch.device("cpu"), itemsize=4)
+    tile = f"{c.BLOCK_B}x{c.BLOCK_T}w{c.num_warps}/{c.flip}"
+    assert [(r["inputs"], r["arm"], r["config"]) for r in rows] == [
+        (i, a, tile) for i in ("bf16", "bf16_values") for a in ("shipped", "sixteen", "all_fp32")]
+    assert words == [None, False, None] * 2
 
 
 def test_tn16_ab_rows(monkeypatch, tmp_path):

@@ -236,3 +236,32 @@ def test_gradients_through_flags_four_a_load(name, kernels, launches):
         else:
             assert_close(f"{name} d{k}", TIME_MAJOR.back(g), gw, TOL[torch.float32])
     assert len(launches) >= 2 and all(b == 16 for b in launches)
+
+
+@pytest.mark.parametrize("config", [None, SPLIT, LOOK_BACK], ids=["shipped", "two_pass",
+                                                                 "look_back"])
+@pytest.mark.parametrize("dtypes", [(torch.bfloat16,) * 2, (torch.float16,) * 2,
+                                    (torch.bfloat16, torch.float32)],
+                         ids=["bf16", "fp16", "bf16_alpha"])
+@pytest.mark.parametrize("reverse", [True, False], ids=["reverse", "forward"])
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_affine_scan_four_a_load(dtypes, reverse, config, kernels, launches):
+    """The bare engine on time-major rows of 12 envs narrower than 4 bytes, 3 elements past an
+    aligned address: every narrow load, and 16-bit stores, four envs at a time in the fp32 tile;
+    rows of 10 envs as Triton loads them."""
+    dev = device_of(kernels)
+    g = torch.Generator().manual_seed(3)
+    for B, fours in ((12, 32), (10, 0)):
+        a, b, c = torch.randn(37, B, generator=g), torch.rand(37, B, generator=g), \
+            torch.randn(B, generator=g)
+        a16, b16 = (shifted(x.to(dev, d), 3 * d.itemsize) for x, d in zip((a, b), dtypes))
+        loop = ref.backward_recurrence if reverse else ref.forward_recurrence
+        want = loop(a16.double().cpu().t(), b16.double().cpu().t(), c.double())
+        on = L.cpu_backend("triton") if kernels == "triton" else contextlib.nullcontext()
+        launches.clear()
+        with on, L.force_config(config):
+            out = P.affine_scan(a16, b16, reverse=reverse, initial=c.to(dev, dtypes[1]),
+                                time_dim=0)
+        assert out.dtype == dtypes[1]
+        assert_close("scan", out.t(), want, TOL[dtypes[1]])
+        assert launches == [fours]

@@ -754,6 +754,11 @@ def test_heuristic_splits():
         L.ScanConfig(1, 1024, 8, 1024, flip=4)
     assert L.choose_config(128, 2048, False, 132, True, True) == \
         L.ScanConfig(1, 2048, 16, 2048, flip=4)
+    # at least 8 warps there (Retrace's 512-step rows; the others' keep 4)
+    assert L.choose_config(64, 512, False, 132, True, True) == L.ScanConfig(1, 512, 8, 512, flip=4)
+    assert L.choose_config(64, 300, False, 132, True, True).num_warps == 8
+    assert L.choose_config(64, 512, False, 132, False).num_warps == 4
+    assert L.choose_config(256, 512, False, 132, True, True).num_warps == 4
     assert L.choose_config(512, 4096, False, 132, True, True).num_warps == 4
     assert L.choose_config(512, 4096, False, 132, True).num_warps == 2  # V-trace
     # one-tile rows of the others: 256 elements a warp, 128 at most a row an SM

@@ -9,7 +9,9 @@ bool flags, 16-bit rows): the shipped call (narrow loads four envs a load in the
 log-probabilities and eligibility traces' gradients in bf16, rewards (and the traces' seed) in
 fp32; ``bool_flags``: fp32 values, bool flags; ``bf16_bool_flags``: bf16 values, bool flags;
 ``bf16``: every input bf16 (16-bit outputs: the fp32 tile, loads and stores four envs at a
-time). The arms in turn each round, the order reversed every other round:
+time). ``affine_scan`` (the bare engine) takes ``bf16`` and ``bf16_values`` (bf16 alpha,
+fp32 beta) alone, its arms ``shipped``, ``sixteen`` (Triton's loads) and ``all_fp32``.
+The arms in turn each round, the order reversed every other round:
 ``shipped``; fp32 outputs: ``narrow_tile`` (the narrow loads as Triton vectorises them, in
 the tile they lay out as a 16-bit one, ``L.force_words``); bf16 outputs: ``sixteen`` (the
 16-bit tile, loads as Triton vectorises them, ``L.force_words(False)``);
@@ -61,9 +63,40 @@ def long_rows(algorithm: str):
     return module.LONG_ROWS if module else L.LongRows()
 
 
+def _scan_rows(N, T, inputs, rounds):
+    """The bare engine (``affine_scan``, reverse) on ``[T, N]`` coefficients: ``bf16`` both,
+    ``bf16_values`` bf16 alpha beside fp32 beta; shipped against Triton's loads
+    (``L.force_words(False)``) and fp32 coefficients."""
+    import paper_repro as P
+    from paper_repro.bench.providers import Prepared
+
+    if inputs not in ("bf16", "bf16_values"):
+        return
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    g = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(T, N, device=device, generator=g)
+    b = torch.rand(T, N, device=device, generator=g)
+
+    def prep(alpha, beta):
+        return Prepared(lambda: P.affine_scan(alpha, beta, time_dim=0), lambda y: (y,))
+
+    narrow = prep(a.bfloat16(), b.bfloat16() if inputs == "bf16" else b)
+    want = [y.double() for y in narrow.outputs(narrow.call())]
+    tile = L.config_for(N, T, (1, N), a.device, itemsize=4)
+    arms = {"shipped": (narrow, None, tile), "sixteen": (narrow, None, tile, False),
+            "all_fp32": (prep(a, b), None, tile)}
+    row = {"algorithm": "affine_scan", "num_envs": N, "seq_len": T, "layout": "TN",
+           "inputs": inputs}
+    yield from timed_arms(row, arms, want, rounds)
+
+
 def _rows(algorithm, N, T, inputs, rounds):
     from paper_repro.bench.inputs import make_case
     from paper_repro.bench.providers import _ours
+
+    if algorithm == "affine_scan":
+        yield from _scan_rows(N, T, inputs, rounds)
+        return
 
     def case_of(dtype, flags="float"):
         return make_case(algorithm, N, T, "plain", dtype, "TN", flags, device="cuda")

@@ -267,12 +267,12 @@ def four_runs(offs):
 
 
 @triton.jit
-def step_load(ptr, offs, mask, FOURS_BELOW: tl.constexpr):
-    """A tile of per-step values as stored; those narrower than ``FOURS_BELOW`` bits (0: none)
-    four envs a load (``four_runs``)."""
+def step_load(ptr, offs, mask, FOURS_BELOW: tl.constexpr, OTHER: tl.constexpr = 0):
+    """A tile of per-step values as stored (``OTHER`` where masked); those narrower than
+    ``FOURS_BELOW`` bits (0: none) four envs a load (``four_runs``)."""
     if ptr.dtype.element_ty.primitive_bitwidth < FOURS_BELOW:
-        return tl.load(ptr + four_runs(offs), mask=mask, other=0)
-    return tl.load(ptr + offs, mask=mask, other=0)
+        return tl.load(ptr + four_runs(offs), mask=mask, other=OTHER)
+    return tl.load(ptr + offs, mask=mask, other=OTHER)
 
 
 @triton.jit
@@ -726,7 +726,8 @@ def store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, agg_a, agg_b):
 @triton.jit
 def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_ptr,
                        B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
-                       HAS_INIT: tl.constexpr, REVERSE: tl.constexpr, ACC: tl.constexpr,
+                       HAS_INIT: tl.constexpr, REVERSE: tl.constexpr,
+                       FOURS_BELOW: tl.constexpr, ACC: tl.constexpr,
                        PHASE: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr,
                        PREFETCH: tl.constexpr, FLIP: tl.constexpr, ALIGN: tl.constexpr):
     B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
@@ -745,26 +746,27 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
                                      B, n_seg, carry, agg_b, carry0, REVERSE)
         t, mask, offs = tile_offsets(0, t_begin, n_chunks, rows, row_mask, T, stride_b, stride_t,
                                      BLOCK_T, REVERSE, FLIP, against)
-        alpha = tl.load(alpha_ptr + offs, mask=mask, other=0.0)
-        beta = tl.load(beta_ptr + offs, mask=mask, other=1.0)
+        alpha = step_load(alpha_ptr, offs, mask, FOURS_BELOW, 0.0)
+        beta = step_load(beta_ptr, offs, mask, FOURS_BELOW, 1.0)
         for i in range(n_chunks):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, REVERSE, FLIP, against)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
                                             stride_b, stride_t, BLOCK_T, REVERSE, FLIP, against)
             if PREFETCH:
-                alpha_n = tl.load(alpha_ptr + offs_n, mask=mask_n, other=0.0)
-                beta_n = tl.load(beta_ptr + offs_n, mask=mask_n, other=1.0)
+                alpha_n = step_load(alpha_ptr, offs_n, mask_n, FOURS_BELOW, 0.0)
+                beta_n = step_load(beta_ptr, offs_n, mask_n, FOURS_BELOW, 1.0)
             out, carry, agg_b, _ = sweep_tile(
                 alpha.to(ACC), beta.to(ACC), carry, agg_b, agg_ptr, status_ptr, rows, row_mask,
                 pid_b, pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP, against)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
-                store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t)
+                store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t,
+                           FOURS_BELOW)
             if PREFETCH:
                 alpha, beta = alpha_n, beta_n
             else:
-                alpha = tl.load(alpha_ptr + offs_n, mask=mask_n, other=0.0)
-                beta = tl.load(beta_ptr + offs_n, mask=mask_n, other=1.0)
+                alpha = step_load(alpha_ptr, offs_n, mask_n, FOURS_BELOW, 0.0)
+                beta = step_load(beta_ptr, offs_n, mask_n, FOURS_BELOW, 1.0)
     if PHASE == 1:
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
 
@@ -870,10 +872,10 @@ def scan_launch(alpha, beta, initial, reverse: bool, out: torch.Tensor):
     """``scan_rows``' Triton launch and its pointers."""
     B, T = alpha.shape
     (alpha, beta), stride = L.common_strides([alpha, beta])
-    config = L.config_for(B, T, stride, alpha.device, itemsize=out.element_size(),
-                          inputs=(alpha, beta))
+    rows = L.Rows(B, T, stride, dict(alpha=alpha, beta=beta))
+    config, fours = L.tile_of(rows, alpha.device, out.element_size(), names=())
     job = Launch(affine_scan_kernel, config, B, T, L.acc_dtype(out.dtype), alpha.device,
-                 (*stride, *out.stride()), flags=(initial is not None, reverse))
+                 (*stride, *out.stride()), flags=(initial is not None, reverse, fours))
     return job, L.pointers(out, alpha, beta, initial, out)
 
 
