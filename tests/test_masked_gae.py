@@ -359,6 +359,11 @@ def test_the_ab_benchmarks_forced_arms(backend):
     for name, tile in TIME_MAJOR_TILES.items():
         assert_close(name, time_major_tile(tm, torch.float32, *tile).t(), want,
                      TOL[torch.float32])
+    from paper_repro.bench.masked_ab import triton_loads
+
+    tm = (*tm[:2], tm[2].bool(), last)
+    assert_close("triton_loads", triton_loads(tm, 0, torch.float32).t(), want,
+                 TOL[torch.float32])
     from paper_repro.bench.masked_ab import BATCH_MAJOR_TILES, batch_major_tile
 
     r, v, m, last = inputs(3, 4200, 32, device=device_of(backend))  # 2-5 tiles, the last partial
@@ -366,3 +371,40 @@ def test_the_ab_benchmarks_forced_arms(backend):
     for name, tile in BATCH_MAJOR_TILES.items():
         assert_close(name, batch_major_tile((r, v, m, last), torch.float32, *tile), want,
                      TOL[torch.float32])
+
+
+def _past_alignment(x: torch.Tensor) -> torch.Tensor:
+    """``x`` (contiguous) copied one element past a 16-byte aligned address."""
+    buf = torch.zeros(x.numel() + 16, dtype=x.dtype, device=x.device)
+    return buf[1:1 + x.numel()].view(x.shape).copy_(x)
+
+
+@pytest.mark.parametrize("walk", ["lanes", "lanes_prefetch_split", "interleaved",
+                                  "interleaved_split"])
+@pytest.mark.parametrize("dtypes,fours", [
+    ((torch.float32, torch.float32, torch.bool), 16), ((torch.float32, torch.bfloat16,
+                                                        torch.bool), 32),
+    ((torch.bfloat16, torch.bfloat16, torch.bool), 32), ((torch.float16,) * 3, 32),
+    ((torch.float32, torch.float32, torch.float32), 0)], ids=["bool", "bf16_values", "bf16",
+                                                             "fp16", "fp32"])
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "torch"], indirect=True)
+def test_time_major_narrow_loads_four_envs_a_load(dtypes, fours, walk, backend, monkeypatch):
+    """Time-major rows of 12 envs, one element past an aligned address, with a bool mask, bf16
+    values or 16-bit rows: the fused kernel loads (and stores 16-bit outputs) four envs at a
+    time (``L.four_loads``), in every walk, against the float64 loop."""
+    seen, init = [], MG.MaskedLaunch.__init__
+    monkeypatch.setattr(MG.MaskedLaunch, "__init__", lambda self, *a: (
+        seen.append(a[-1][-1]), init(self, *a))[1])
+    r, v, m, last = inputs(12, 45, 7, device=device_of(backend))
+    r, v, m = (x.to(d) for x, d in zip((r, v, m), dtypes))
+    want = ref.compute_masked_gae(r.double(), v.double(), m.double(), GAMMA, LAMBDA,
+                                  last.double())
+    args = (*(_past_alignment(x.t().contiguous()) for x in (r, v, m)), last)
+    rows = MG.L.rows_of(0, rewards=args[0], values=args[1], mask=args[2])
+    flip = 1 if walk.startswith("lanes") else -4
+    tile = (4, 32, 1, flip, "prefetch" in walk, 1 if walk.endswith("split") else 0)
+    out_dtype = torch.promote_types(dtypes[0], dtypes[1])
+    got = MG.fused_masked_gae(args, rows, tile, GAMMA, LAMBDA, 0, out_dtype)
+    assert got.dtype == out_dtype
+    assert_close(walk, got.t(), want, TOL[out_dtype])
+    assert seen == [fours]

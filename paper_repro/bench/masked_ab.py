@@ -10,8 +10,10 @@ with the largest difference between that arm's output and the two scans'. The fo
 tile's loads in flight while this one is scanned; ``split``: the shipped walk over segments of
 time, about ``SPLIT_PROGRAMS`` programs, two launches; time-major ``interleaved``: 16 x 128
 tiles in interleaved runs of 4, ``tm{envs}x{steps}w{warps}``: lanes tiles of 16-32 envs, not
-prefetched; batch-major ``bm{rows}x{steps}w{warps}``: other tiles in runs, prefetched) launch
-the kernel without a plan. ``--shapes 256x32768,...`` keeps those cases only.
+prefetched; batch-major ``bm{rows}x{steps}w{warps}``: other tiles in runs, prefetched;
+time-major ``triton_loads``: the shipped walk, its narrow loads as Triton vectorises them, not
+four envs a load) launch the kernel without a plan. ``--shapes 256x32768,...`` keeps those
+cases only.
 """
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ CASES = [(64, 1024, "NT", F32), (256, 2048, "NT", F32), (256, 8192, "NT", F32),
          (4096, 512, "TN", F32), (4, 131072, "NT", F32), (512, 4096, "NT", F32),
          (32768, 32, "TN", F32), (4096, 2048, "TN", F32), (256, 8192, "TN", F32),
          (4, 4096, "NT", F32), (8, 8192, "NT", F32), (64, 16384, "NT", F32),
-         (128, 8192, "NT", F32), (256, 32768, "NT", BF16)]
+         (128, 8192, "NT", F32), (256, 32768, "NT", BF16), (4096, 128, "TN", BF16),
+         (256, 8192, "TN", BF16)]
 COLUMNS = ["num_envs", "seq_len", "layout", "dtype", "arm", "device_us", "full_call_us",
            "max_abs_diff"]
 
@@ -76,10 +79,19 @@ def arms(num_envs: int, seq_len: int, layout: str, dtype) -> dict:
             "runs_prefetch": lambda: forced(args, axis, dtype, prefetch=True),
             "split": lambda: forced(args, axis, dtype, split=True),
             "two_scans": lambda: MG.two_scans(r, v, m, 1.0, 0.95, last, axis, dtype),
+            **({"triton_loads": partial(triton_loads, args, axis, dtype)} if layout == "TN"
+               else {}),
             **({name: partial(time_major_tile, args, dtype, *tile)
                 for name, tile in TIME_MAJOR_TILES.items()} if layout == "TN" else
                {name: partial(batch_major_tile, args, dtype, *tile)
                 for name, tile in BATCH_MAJOR_TILES.items()})}
+
+
+def triton_loads(args: tuple, axis: int, dtype):
+    """The shipped walk with every load as Triton vectorises it (``L.force_words(False)``), not
+    four envs a load (``L.four_loads``): a bool mask 16 envs a load, 16-bit values 8."""
+    with L.force_words(False):
+        return forced(args, axis, dtype)
 
 
 # Batch-major tiles (rows, steps, warps) beside the public call's, where a program streams a

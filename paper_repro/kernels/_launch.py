@@ -354,11 +354,11 @@ FLAGS = ("terminateds", "truncateds")
 
 def four_loads(rows: Rows, itemsize: int, names: tuple = FLAGS, values: bool = True) -> int:
     """The kernels' ``FOURS_BELOW`` for time-major rows whose B and step stride are multiples of
-    four: loads of values narrower than that many bits go four envs a load
-    (``affine_scan.four_runs``). 32 where a tile of fp32 outputs loads anything narrower than 4
-    bytes (``values``: the kernel loads its values so; else its flags alone), 16 where only
-    1-byte flags ``names`` are narrower than the tile's outputs (fp32 or 16-bit); 0: Triton's
-    own loads."""
+    four: loads (and stores) of values narrower than that many bits go four envs at a time
+    (``affine_scan.four_runs``). With ``values`` (the kernel loads its values so; else its
+    flags alone): 32 where fp32 outputs load anything narrower than 4 bytes, and for 16-bit
+    outputs, whose rows then take the fp32 tile (``tile_of``). Else 16 where only 1-byte flags
+    ``names`` are narrower than the outputs (fp32 or 16-bit); 0: Triton's own loads."""
     if (_FORCED_WORDS[0] is False or not rows.time_major or itemsize not in (2, 4)
             or rows.B % 4 or rows.stride[1] % 4):
         return 0
@@ -379,8 +379,9 @@ def tile_of(rows: Rows, device, itemsize: int, long_rows: LongRows | None = None
     load (``four_loads``). Those leave an fp32 tile the layout fp32 inputs give it; the others
     lay it out as a 16-bit one (``narrow_loads``). On an H200 (``data/h200/fours_ab.csv``) bool
     flags so took 0.87-1.15x the time of float ones, 0.31-0.74x that of sixteen a load in the
-    16-bit tile; beside bf16 values 0.16-1.05x the time of Triton's own loads (bf16 flags:
-    0.95-1.09x)."""
+    16-bit tile. 16-bit rows take the fp32 tile four envs at a time (H100,
+    ``data/h100/bf16_fours_ab.csv``: 0.48-1.00x the 16-bit tile's time, bool flags
+    0.11-0.87x)."""
     fours = four_loads(rows, itemsize, names, values)
     inputs = [] if fours == 32 else tile_inputs(rows, fours == 16, names)
     # 16-bit outputs stored four envs a store too: the fp32 tile, in the fp32 layout

@@ -286,7 +286,8 @@ def _interleaved(BLOCK_B: int, BLOCK_T: int, num_warps: int, itemsize: int) -> i
 
 
 def _runs16(config: ScanConfig) -> ScanConfig:
-    """A 16-bit time-major tile (16-bit outputs; not Retrace's) held latest step first, in
+    """A 16-bit time-major tile (16-bit outputs; not Retrace's; rows that take the fp32 tile four
+    envs a load, ``_launch.four_loads``, do not come here) held latest step first, in
     interleaved runs of the R steps a thread holds instead, as fp32's (``_interleaved``; a
     16-byte load holds 8 envs here). H100, bf16 (data/h100/tn16_ab.csv, in turn): 0.73-0.97x
     the time at 32768x32, 512x4096 and 2048x1024 (V-trace 512x4096 31.3 -> 24.0 us); the

@@ -20,6 +20,7 @@ from paper_repro.kernels.affine_scan import (
     row_block,
     scan_runs,
     segment_chunks,
+    step_load,
     store_tile,
     tile_offsets,
 )
@@ -131,11 +132,14 @@ def fused_masked_gae(args: tuple, rows, tile: tuple, gamma, lambda_, axis, out_d
     block_b, block_t, warps, flip, prefetch, seg_tiles = tile
     seg_len = seg_tiles * block_t if seg_tiles else triton_cdiv(rows.T, block_t) * block_t
     acc = L.acc_dtype(out_dtype)
+    # time-major: a bool mask, bf16 values, 16-bit rows four envs at a time (the fp32 layout)
+    fours = L.four_loads(rows, out.rows.element_size(), names=("mask",))
     job = MaskedLaunch(triton_cdiv(rows.B, block_b), triton_cdiv(rows.T, seg_len), warps,
                        args[0].device, acc, (
                            rows.B, rows.T, triton_cdiv(rows.T, seg_len), seg_len, *rows.stride,
                            *out.rows.stride(), *L.scalar_pairs(gamma, gamma * lambda_),
-                           last is not None, TL_ACC[acc]), (block_b, block_t, flip, prefetch))
+                           last is not None, TL_ACC[acc]),
+                       (block_b, block_t, flip, prefetch, fours))
     t = rows.tensors
     P.launch(job, (t["rewards"], t["values"], t["mask"], out.rows if last is None else last,
                    out.rows), args, (out,))
@@ -237,15 +241,17 @@ def _compose(a_l, b_l, a_r, b_r):
 
 
 @triton.jit
-def _load_tile(r_ptr, v_ptr, m_ptr, at, ok, ahead, stride_t, FLIP: tl.constexpr):
-    """The tile's rewards, values and mask as stored; lanes latest step first (``FLIP`` 1) also
-    the values and mask one step later (runs take them from the scan instead)."""
-    r = tl.load(r_ptr + at, mask=ok, other=0.0)
-    v = tl.load(v_ptr + at, mask=ok, other=0.0)
-    m = tl.load(m_ptr + at, mask=ok, other=0)
+def _load_tile(r_ptr, v_ptr, m_ptr, at, ok, ahead, stride_t, FLIP: tl.constexpr,
+               FOURS_BELOW: tl.constexpr):
+    """The tile's rewards, values and mask as stored (narrower than ``FOURS_BELOW`` bits four
+    envs a load); lanes latest step first (``FLIP`` 1) also the values and mask one step later
+    (runs take them from the scan instead)."""
+    r = step_load(r_ptr, at, ok, FOURS_BELOW)
+    v = step_load(v_ptr, at, ok, FOURS_BELOW)
+    m = step_load(m_ptr, at, ok, FOURS_BELOW)
     if FLIP == 1:
-        v1 = tl.load(v_ptr + at + stride_t, mask=ahead, other=0.0)
-        m1 = tl.load(m_ptr + at + stride_t, mask=ahead, other=0)
+        v1 = step_load(v_ptr, at + stride_t, ahead, FOURS_BELOW)
+        m1 = step_load(m_ptr, at + stride_t, ahead, FOURS_BELOW)
     else:
         v1 = v
         m1 = m
@@ -324,7 +330,7 @@ def masked_gae_kernel(r_ptr, v_ptr, m_ptr, last_ptr, out_ptr, agg_ptr, status_pt
                       gamma_lo, decay, decay_lo,
                       HAS_LAST: tl.constexpr, ACC: tl.constexpr, PHASE: tl.constexpr,
                       BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, FLIP: tl.constexpr,
-                      PREFETCH: tl.constexpr):
+                      PREFETCH: tl.constexpr, FOURS_BELOW: tl.constexpr):
     """Rows ``[B, T]``, each program's segment of ``seg_len`` steps walked from its last tile
     to its first: ``X`` (the next unmasked value, carried as ``seen``), then the advantages
     (carried as ``adv``), each by a forward scan that runs backward in time. ``FLIP`` > 1: the
@@ -357,7 +363,7 @@ def masked_gae_kernel(r_ptr, v_ptr, m_ptr, last_ptr, out_ptr, agg_ptr, status_pt
     t, ok, at = tile_offsets(0, t_begin, n_tiles, rows, row_ok, T, stride_b, stride_t, BLOCK_T,
                              True, FLIP, False)
     r, v, m, v1, m1 = _load_tile(r_ptr, v_ptr, m_ptr, at, ok, ok & (t + 1 < T)[None, :],
-                                 stride_t, FLIP)
+                                 stride_t, FLIP, FOURS_BELOW)
     for k in range(n_tiles):
         t, ok, at = tile_offsets(k, t_begin, n_tiles, rows, row_ok, T, stride_b, stride_t,
                                  BLOCK_T, True, FLIP, False)
@@ -365,7 +371,8 @@ def masked_gae_kernel(r_ptr, v_ptr, m_ptr, last_ptr, out_ptr, agg_ptr, status_pt
                                     stride_t, BLOCK_T, True, FLIP, False)
         if PREFETCH:
             r_n, v_n, m_n, v1_n, m1_n = _load_tile(r_ptr, v_ptr, m_ptr, at_n, ok_n,
-                                                   ok_n & (t_n + 1 < T)[None, :], stride_t, FLIP)
+                                                   ok_n & (t_n + 1 < T)[None, :], stride_t, FLIP,
+                                                   FOURS_BELOW)
         rf, vf, mf = r.to(ACC), v.to(ACC), m.to(ACC)
         if FLIP != 1:  # X_t from the tile; the next unmasked value is its shifted tile
             keep = 1.0 - mf
@@ -386,13 +393,14 @@ def masked_gae_kernel(r_ptr, v_ptr, m_ptr, last_ptr, out_ptr, agg_ptr, status_pt
                                      BLOCK_T, FLIP)
             adv_a = adv_a * tl.reduce(beta, 1, _times)
         else:
-            store_tile(out_ptr, out, rows, t, ok, out_stride_b, out_stride_t)
+            store_tile(out_ptr, out, rows, t, ok, out_stride_b, out_stride_t, FOURS_BELOW)
         seen = seen_out
         if PREFETCH:
             r, v, m, v1, m1 = r_n, v_n, m_n, v1_n, m1_n
         else:
             r, v, m, v1, m1 = _load_tile(r_ptr, v_ptr, m_ptr, at_n, ok_n,
-                                         ok_n & (t_n + 1 < T)[None, :], stride_t, FLIP)
+                                         ok_n & (t_n + 1 < T)[None, :], stride_t, FLIP,
+                                         FOURS_BELOW)
     if PHASE == 1:
         mine = agg_ptr + rows * n_seg + pid_s
         plane = B * n_seg
