@@ -88,10 +88,13 @@ def arms(num_envs: int, seq_len: int, layout: str, dtype) -> dict:
 
 
 def triton_loads(args: tuple, axis: int, dtype):
-    """The shipped walk with every load as Triton vectorises it (``L.force_words(False)``), not
-    four envs a load (``L.four_loads``): a bool mask 16 envs a load, 16-bit values 8."""
+    """The public call's launch (``masked_tile``'s tile, walk and split) with every load as
+    Triton vectorises it (``L.force_words(False)``), not four envs a load (``L.four_loads``): a
+    bool mask 16 envs a load, 16-bit values 8."""
+    rows = L.rows_of(axis, rewards=args[0], values=args[1], mask=args[2])
+    tile = MG.masked_tile(rows.B, rows.T, rows.stride, args[0].element_size())
     with L.force_words(False):
-        return forced(args, axis, dtype)
+        return MG.fused_masked_gae(args, rows, tile, 1.0, 0.95, axis, dtype)
 
 
 # Batch-major tiles (rows, steps, warps) beside the public call's, where a program streams a
