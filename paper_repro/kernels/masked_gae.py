@@ -246,12 +246,12 @@ def _load_tile(r_ptr, v_ptr, m_ptr, at, ok, ahead, stride_t, FLIP: tl.constexpr,
     """The tile's rewards, values and mask as stored (narrower than ``FOURS_BELOW`` bits four
     envs a load); lanes latest step first (``FLIP`` 1) also the values and mask one step later
     (runs take them from the scan instead)."""
-    r = step_load(r_ptr, at, ok, FOURS_BELOW)
-    v = step_load(v_ptr, at, ok, FOURS_BELOW)
+    r = step_load(r_ptr, at, ok, FOURS_BELOW, 0.0)
+    v = step_load(v_ptr, at, ok, FOURS_BELOW, 0.0)
     m = step_load(m_ptr, at, ok, FOURS_BELOW)
     if FLIP == 1:
-        v1 = step_load(v_ptr, at + stride_t, ahead, FOURS_BELOW)
-        m1 = step_load(m_ptr, at + stride_t, ahead, FOURS_BELOW)
+        v1 = step_load(v_ptr + stride_t, at, ahead, FOURS_BELOW, 0.0)
+        m1 = step_load(m_ptr + stride_t, at, ahead, FOURS_BELOW)
     else:
         v1 = v
         m1 = m
