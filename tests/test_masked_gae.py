@@ -216,8 +216,8 @@ def test_rows_of_many_tiles_split_time_and_gradients_take_the_two_scans(backend,
 
 @pytest.mark.parametrize("B, T, layout, seg_tiles", [
     (64, 1024, "NT", 0), (256, 32768, "NT", 0), (32, 32768, "NT", 2), (1, 32768, "NT", 1),
-    (16, 65536, "NT", 2), (256, 2048, "TN", 4), (1024, 256, "TN", 0),
-    (4096, 512, "TN", 0), (2048, 1024, "TN", 16)])
+    (16, 65536, "NT", 2), (256, 2048, "TN", 1), (1024, 256, "TN", 0),
+    (4096, 512, "TN", 0), (2048, 1024, "TN", 0), (256, 8192, "TN", 2), (16, 120, "TN", 0)])
 def test_rows_whose_programs_walk_slowly_split_time(B, T, layout, seg_tiles):
     """Segments of ``seg_tiles`` tiles (0: one a row) for about SPLIT_PROGRAMS programs in all
     where ``walks_fast`` says the programs would wait on their tiles."""
@@ -237,13 +237,17 @@ def test_long_rows_walked_by_few_programs_take_wider_tiles(B, T, tile):
     assert MG.masked_tile(B, T, (T, 1), 8, 8)[:3] == (1, 1024, 4)  # fp64: wider tiles spill
 
 
-@pytest.mark.parametrize("B, T, prefetch", [(4096, 512, True), (32768, 32, True),
-                                             (256, 2048, False), (1024, 256, True)])
-def test_time_major_walks_prefetch_and_splits_do_not(B, T, prefetch):
-    """Time-major tiles walked whole load the next tile while scanning this one (PREFETCH);
-    those splitting time do not."""
-    tile = MG.masked_tile(B, T, (1, B))
-    assert (tile[4], tile[5] == 0) == (prefetch, prefetch)
+@pytest.mark.parametrize("B, T, tile, prefetch", [
+    (32768, 32, (16, 16, 1, 1), True), (8, 127, (8, 16, 1, 1), True),
+    (4096, 128, (16, 128, 4, -4), False), (4096, 512, (16, 128, 4, -4), False),
+    (256, 2048, (16, 128, 4, -4), False), (3, 4100, (4, 128, 4, -4), False)])
+def test_time_major_rows_of_128_steps_take_interleaved_runs(B, T, tile, prefetch):
+    """Time-major rows of at least INTERLEAVED_TILE's steps take it (not prefetched); shorter
+    ones 16-step lanes tiles in one warp, walked whole, the next tile loaded while this one is
+    scanned (PREFETCH)."""
+    got = MG.masked_tile(B, T, (1, B))
+    assert got[:4] == tile
+    assert got[4] is prefetch
 
 
 @pytest.mark.parametrize("programs", [1, 2], ids=["one_an_sm", "under_two"])
@@ -356,6 +360,10 @@ def test_the_ab_benchmarks_forced_arms(backend):
     r, v, m, last = inputs(20, 300, 31, device=device_of(backend))
     want = ref.compute_masked_gae(r, v, m, 1.0, 0.95, last)
     tm = (*(x.t().contiguous() for x in (r, v, m)), last)
+    for kw in ({"flip": 1, "prefetch": False}, {"prefetch": False}, {"prefetch": True},
+               {"split": True}):  # 300 steps: interleaved runs, lanes forced
+        got = forced(tm, 0, torch.float32, gamma=1.0, lambda_=0.95, **kw)
+        assert_close(f"time-major {kw}", got.t(), want, TOL[torch.float32])
     for name, tile in TIME_MAJOR_TILES.items():
         assert_close(name, time_major_tile(tm, torch.float32, *tile).t(), want,
                      TOL[torch.float32])
@@ -380,7 +388,7 @@ def _past_alignment(x: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("walk", ["lanes", "lanes_prefetch_split", "interleaved",
-                                  "interleaved_split"])
+                                  "interleaved_prefetch", "interleaved_split"])
 @pytest.mark.parametrize("dtypes,fours", [
     ((torch.float32, torch.float32, torch.bool), 16), ((torch.float32, torch.bfloat16,
                                                         torch.bool), 32),

@@ -10,10 +10,10 @@ with the largest difference between that arm's output and the two scans'. The fo
 tile's loads in flight while this one is scanned; ``split``: the shipped walk over segments of
 time, about ``SPLIT_PROGRAMS`` programs, two launches; time-major ``interleaved``: 16 x 128
 tiles in interleaved runs of 4, ``tm{envs}x{steps}w{warps}``: lanes tiles of 16-32 envs, not
-prefetched; batch-major ``bm{rows}x{steps}w{warps}``: other tiles in runs, prefetched;
-time-major ``triton_loads``: the shipped walk, its narrow loads as Triton vectorises them, not
-four envs a load) launch the kernel without a plan. ``--shapes 256x32768,...`` keeps those
-cases only.
+prefetched (``p``: walks prefetched); batch-major ``bm{rows}x{steps}w{warps}``: other tiles in
+runs, prefetched; time-major ``triton_loads``: the shipped walk, its narrow loads as Triton
+vectorises them, not four envs a load) launch the kernel without a plan. ``--shapes
+256x32768,...`` keeps those cases only.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ CASES = [(64, 1024, "NT", F32), (256, 2048, "NT", F32), (256, 8192, "NT", F32),
          (32768, 32, "TN", F32), (4096, 2048, "TN", F32), (256, 8192, "TN", F32),
          (4, 4096, "NT", F32), (8, 8192, "NT", F32), (64, 16384, "NT", F32),
          (128, 8192, "NT", F32), (256, 32768, "NT", BF16), (4096, 128, "TN", BF16),
-         (256, 8192, "TN", BF16)]
+         (256, 8192, "TN", BF16), (8192, 64, "TN", F32)]
 COLUMNS = ["num_envs", "seq_len", "layout", "dtype", "arm", "device_us", "full_call_us",
            "max_abs_diff"]
 
@@ -49,8 +49,8 @@ COLUMNS = ["num_envs", "seq_len", "layout", "dtype", "arm", "device_us", "full_c
 def forced(args: tuple, axis: int, dtype, flip=None, prefetch=None, split=False,
            gamma=1.0, lambda_=0.95):
     """The fused kernel on ``args`` at ``masked_tile``'s tile, its FLIP and PREFETCH replaced
-    where given (time-major tiles keep lanes), walking whole rows or (``split``) splitting time
-    for about ``SPLIT_PROGRAMS`` programs, launched without a plan."""
+    where given (time-major lanes tiles keep lanes), walking whole rows or (``split``)
+    splitting time for about ``SPLIT_PROGRAMS`` programs, launched without a plan."""
     rows = L.rows_of(axis, rewards=args[0], values=args[1], mask=args[2])
     block_b, block_t, warps, flip0, prefetch0, _ = MG.masked_tile(
         rows.B, rows.T, rows.stride, args[0].element_size())
@@ -127,22 +127,26 @@ def batch_major_tile(args: tuple, dtype, block_b: int, block_t: int, warps: int)
                                1.0, 0.95, 1, dtype)
 
 
-# Time-major tiles (envs, steps, warps, FLIP) beside the public call's: the engine's fp32 tile
-# in interleaved runs, and lanes tiles narrower than the 64 x 16 four-warp tile shipped before
-# 49a9ad5 (tm16x16w1, shipped since, is the public call's tile)
+# Time-major tiles (envs, steps, warps, FLIP[, PREFETCH]) beside the public call's: the
+# engine's fp32 tile in interleaved runs (the public call's from 128 steps), and lanes tiles
+# narrower than the 64 x 16 four-warp tile shipped before 49a9ad5 (tm16x16w1p, walks
+# prefetched, is the public call's tile for rows of 128 steps and more before INTERLEAVED_TILE)
 TIME_MAJOR_TILES = {"interleaved": (16, 128, 4, -4), "tm16x16w1": (16, 16, 1, 1),
-                    "tm16x32w1": (16, 32, 1, 1), "tm16x64w2": (16, 64, 2, 1),
-                    "tm32x16w1": (32, 16, 1, 1), "tm32x32w2": (32, 32, 2, 1)}
+                    "tm16x16w1p": (16, 16, 1, 1, True), "tm16x32w1": (16, 32, 1, 1),
+                    "tm16x64w2": (16, 64, 2, 1), "tm32x16w1": (32, 16, 1, 1),
+                    "tm32x32w2": (32, 32, 2, 1)}
 
 
-def time_major_tile(args: tuple, dtype, block_b: int, block_t: int, warps: int, flip: int):
+def time_major_tile(args: tuple, dtype, block_b: int, block_t: int, warps: int, flip: int,
+                    prefetch: bool = False):
     """Time-major ``[T, N]`` rows in ``block_b`` x ``block_t`` tiles (``flip``: 1 lanes latest
-    step first, -R interleaved runs of R), walked or split as ``_walked`` says."""
+    step first, -R interleaved runs of R), walked or split as ``_walked`` says, the next tile
+    loaded during this one's scans where ``prefetch`` and walked."""
     rows = L.rows_of(0, rewards=args[0], values=args[1], mask=args[2])
     block_t, seg_tiles = _walked(rows, block_b, block_t, True)
     flip = -max(2, block_t // 32) if flip < 0 else flip
-    return MG.fused_masked_gae(args, rows, (block_b, block_t, warps, flip, False, seg_tiles),
-                               1.0, 0.95, 0, dtype)
+    tile = (block_b, block_t, warps, flip, prefetch and not seg_tiles, seg_tiles)
+    return MG.fused_masked_gae(args, rows, tile, 1.0, 0.95, 0, dtype)
 
 
 def measure(cases):

@@ -37,6 +37,11 @@ TIME_MAJOR_MAX_TILES = 32
 # (data/h100/masked_ab_tn.csv: 0.40-0.85x the time of 64 x 16 tiles in 4 warps, 4096 x 128
 # 8.4 us against 17.6, 256 x 2048 split 17.4 against 43.2; 32768 x 32 0.66x)
 TIME_MAJOR_TILE = (16, 16)
+# (envs, steps, warps, FLIP) of time-major rows of at least its steps: the engine's fp32 tile,
+# interleaved runs of 4, the next value from the scan, not read again (data/h100/
+# masked_fours_ab.csv, two runs: 0.36-0.86x the 16 x 16 lanes tile's time, 4096 x 2048 139 ->
+# 52 us, 4096 x 128 6.7 -> 4.1; 32-step rows 5x it)
+INTERLEAVED_TILE = (16, 128, 4, -4)
 PREFETCH = True  # the next tile's loads in flight during this one's scans (masked_tile: where)
 # (steps, warps) of batch-major rows of at least LONG_WALK_TILES 1024-step tiles walked one a
 # program by fewer than two programs an SM (AN_SM: the H100's and H200's SMs), and by at most
@@ -197,15 +202,19 @@ class MaskedLaunch:
 
 def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4, acc_bytes: int = 4) -> tuple:
     """``(BLOCK_B, BLOCK_T, num_warps, FLIP, PREFETCH, seg_tiles)``: time-major rows in tiles
-    across the envs, lanes latest step first; others walk up to 1024 steps a tile (2048 or
+    across the envs, in interleaved runs (``INTERLEAVED_TILE``) or, rows shorter than its
+    steps, lanes latest step first; others walk up to 1024 steps a tile (2048 or
     4096 where fewer than two programs an SM walk long rows and ``acc_bytes``, the scans'
     float, is 4), as runs of one 16-byte load's steps (``itemsize``: bytes of a reward), as
     many rows a program as keep ~2 programs an SM busy. The next tile is loaded while this one
-    is scanned, but in time-major splits. Rows whose programs would not walk fast
-    (``walks_fast``) split time into segments of ``seg_tiles`` tiles (0: one segment a row),
-    about SPLIT_PROGRAMS programs in all."""
+    is scanned, but in time-major splits and interleaved tiles. Rows whose programs would not
+    walk fast (``walks_fast``) split time into segments of ``seg_tiles`` tiles (0: one segment
+    a row), about SPLIT_PROGRAMS programs in all."""
     time_major = L.is_time_major(stride)
-    if time_major:
+    if time_major and INTERLEAVED_TILE[1] <= T:
+        block_b, block_t, warps, flip = INTERLEAVED_TILE
+        block_b = min(block_b, _pow2(B))
+    elif time_major:
         block_b, block_t = TIME_MAJOR_TILE
         block_b = min(block_b, _pow2(B))
         warps, flip = 1, 1
@@ -218,9 +227,9 @@ def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4, acc_bytes: int
         flip = run_length(block_t, itemsize, False)
     tiles, programs = triton_cdiv(T, block_t), triton_cdiv(B, block_b)
     seg_tiles = 0 if walks_fast(tiles, programs, time_major) else split_tiles(tiles, programs)
-    # time-major walks prefetch too (data/h100/masked_ab_walk.csv: 0.89-0.96x the time, 4096 x
-    # 512 29.1 -> 26.0 us); split ones were not timed with it
-    prefetch = PREFETCH and not (time_major and seg_tiles)
+    # time-major lanes walks prefetch too (data/h100/masked_ab_walk.csv: 0.89-0.96x the time,
+    # 4096 x 512 29.1 -> 26.0 us); split ones and interleaved tiles were not timed with it
+    prefetch = PREFETCH and not (time_major and (seg_tiles or flip != 1))
     # fp64 scans keep 1024 steps: wider tiles spill there (data/h200/sass_masked.csv)
     if not (time_major or seg_tiles) and tiles >= LONG_WALK_TILES and programs < 2 * AN_SM \
             and acc_bytes <= 4:
