@@ -1439,14 +1439,17 @@ def test_mixed_ab_rows(monkeypatch, tmp_path):
     assert arms[10:15] == [("bool_flags", a, "0") for a in five]
     assert arms[20:24] == [("bf16_bool_flags", a, "0") for a in
                            ("shipped", "sixteen", "all_fp32", "all_bf16")]
-    assert arms[28:31] == [("bf16", a, "0") for a in ("shipped", "sixteen", "all_fp32")]
-    assert len(rows) == 34
+    assert arms[28:34] == [("bf16", a, "0") for a in ("shipped", "sixteen", "all_fp32", "wide",
+                                                      "wide_runs", "wide_look_back")]
+    assert [r["config"] for r in rows[31:34]] == ["32x64w8/-2", "32x64w4/-4", "32x128w4/-8"]
+    assert len(rows) == 40
     fp32, tile16 = "16x64w4/-2", "16x32w4/1"
     for first in (0, 10):  # four a load keep the fp32 tile; Triton's loads lay out a 16-bit one
         assert [rows[first + k]["config"] for k in range(3)] == [fp32, tile16, fp32]
     for first in (20, 28):  # 16-bit rows four a load in the fp32 tile, or the 16-bit tile
         assert [rows[first + k]["config"] for k in range(2)] == [fp32, "16x32w4/1"]
-    assert sum(c is not None for c in seen) == 8  # narrow_tile and fp32_tile, twice per set
+    # narrow_tile and fp32_tile, twice per set; bf16's three wide tiles twice
+    assert sum(c is not None for c in seen) == 14
     assert words.count(False) == 12 and True not in words  # every forced arm, only those
     assert [w for w, r in zip(words, rows) if r["arm"] in ("narrow_tile", "fp32_tile",
                                                              "sixteen")] == [False] * 12

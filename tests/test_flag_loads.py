@@ -183,6 +183,25 @@ def test_16bit_rows_four_a_load(est, dtype, config, offset, kernels, launches):
     assert launches and all(b == (32 if est.kernel in VALUE_KERNELS else 0) for b in launches)
 
 
+FOUR_LOAD_ESTIMATORS = [e for e in ESTIMATORS if e.kernel in VALUE_KERNELS]
+
+
+@pytest.mark.parametrize("est", FOUR_LOAD_ESTIMATORS, ids=[e.name for e in FOUR_LOAD_ESTIMATORS])
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_16bit_rows_in_the_ab_benchmarks_wide_tiles(est, kernels, launches):
+    """bf16 rows of 36 envs in each of ``mixed_ab``'s 32-env tiles (twice the warps, longer
+    runs, look-back), four envs a load, against the float64 loop."""
+    from paper_repro.bench.mixed_ab import wide_tiles
+
+    tiles = wide_tiles(L.ScanConfig(16, 32, 1, 64, flip=-4))
+    assert [(c.BLOCK_B, c.num_warps, c.flip) for c in tiles.values()] == [
+        (32, 2, -4), (32, 1, -8), (32, 4, -8)]
+    d = make_inputs(36, 45, dtype=torch.bfloat16, flag_dtype=torch.bfloat16)
+    for config in tiles.values():
+        check_time_major(est, d, kernels, TOL[torch.bfloat16], config)
+    assert launches and all(b == 32 for b in launches)
+
+
 @pytest.mark.parametrize("est", ESTIMATORS, ids=[e.name for e in ESTIMATORS])
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_16bit_rows_of_no_four_envs(est, kernels, launches):

@@ -16,9 +16,10 @@ The arms in turn each round, the order reversed every other round:
 the tile they lay out as a 16-bit one, ``L.force_words``); bf16 outputs: ``sixteen`` (the
 16-bit tile, loads as Triton vectorises them, ``L.force_words(False)``);
 ``fp32_tile`` (the tile fp32 inputs choose, forced through ``L.force_config``, flags loaded as
-Triton does); ``all_fp32`` (fp32 values and float flags) and, but for ``bf16``, ``all_bf16``
-(bf16 values and flags); device time by CUDA-graph replay, minimum of two, and the largest
-difference from the shipped call's output (all_fp32 and all_bf16: their own rounding).
+Triton does); ``bf16`` where the fp32 tile is 16 envs wide: 32-env tiles (``wide_tiles``);
+``all_fp32`` (fp32 values and float flags) and, but for ``bf16``, ``all_bf16`` (bf16 values and
+flags); device time by CUDA-graph replay, minimum of two, and the largest difference from the
+shipped call's output (all_fp32 and all_bf16: their own rounding).
 """
 from __future__ import annotations
 
@@ -126,12 +127,29 @@ def _rows(algorithm, N, T, inputs, rounds):
         arms = {"shipped": (prep, None, tile(4, loads))}
     if inputs not in ("bf16_bool_flags", "bf16"):
         arms["fp32_tile"] = (prep, config, config, False)
+    if inputs == "bf16" and N % 4 == 0:
+        arms.update({name: (prep, c, c) for name, c in wide_tiles(config).items()})
     arms["all_fp32"] = (_ours(case), None, config)
     if inputs != "bf16":
         arms["all_bf16"] = (_ours(case_of("bf16")), None, config if N % 4 == 0 else tile16)
     row = {"algorithm": algorithm, "num_envs": N, "seq_len": T, "layout": "TN",
            "inputs": inputs}
     yield from timed_arms(row, arms, want, rounds)
+
+
+def wide_tiles(config) -> dict:
+    """Tiles of 32 envs for a 16-bit call the fp32 tile holds in 16 (32 bytes a step, one
+    sector): ``wide`` twice the warps, the same runs; ``wide_runs`` the same warps, runs twice
+    as long; ``wide_look_back``: 128-step tiles one a program, by look-back."""
+    from paper_repro.kernels._tiles import ScanConfig, _interleaved
+
+    if config.BLOCK_B != 16 or config.flip >= 0:
+        return {}
+    w, bt = config.num_warps, config.BLOCK_T
+    return {"wide": replace(config, BLOCK_B=32, num_warps=2 * w,
+                            flip=_interleaved(32, bt, 2 * w, 4)),
+            "wide_runs": replace(config, BLOCK_B=32, flip=_interleaved(32, bt, w, 4)),
+            "wide_look_back": ScanConfig(32, 128, 4, 128, True, _interleaved(32, 128, 4, 4))}
 
 
 def timed_arms(row: dict, arms: dict, want, rounds: int):
