@@ -1439,9 +1439,9 @@ def test_mixed_ab_rows(monkeypatch, tmp_path):
     assert arms[10:15] == [("bool_flags", a, "0") for a in five]
     assert arms[20:24] == [("bf16_bool_flags", a, "0") for a in
                            ("shipped", "sixteen", "all_fp32", "all_bf16")]
-    assert arms[28:34] == [("bf16", a, "0") for a in ("shipped", "sixteen", "all_fp32", "wide",
-                                                      "wide_runs", "wide_look_back")]
-    assert [r["config"] for r in rows[31:34]] == ["32x64w8/-2", "32x64w4/-4", "32x128w4/-8"]
+    assert arms[28:34] == [("bf16", a, "0") for a in ("shipped", "sixteen", "wide", "wide_runs",
+                                                      "wide_look_back", "all_fp32")]
+    assert [r["config"] for r in rows[30:33]] == ["32x64w8/-2", "32x64w4/-4", "32x128w4/-8"]
     assert len(rows) == 40
     fp32, tile16 = "16x64w4/-2", "16x32w4/1"
     for first in (0, 10):  # four a load keep the fp32 tile; Triton's loads lay out a 16-bit one
