@@ -190,13 +190,15 @@ def cap_rows(cases=None):
 # PREFETCH, time-major) and FLIP: batch-major rows of 1024+ steps, 4096 x 128, two 1024-step
 # rows, as lanes latest step first (1) and as runs of 4 (shipped), each with and without the
 # next tile's loads in flight; the long walks' 2048 x 4 and 4096 x 8 tiles and the 4096 x 4
-# one they beat; time-major lanes, with and without prefetch; then fp64 (bool mask) in the
-# shipped 1 x 1024 tile and the two wider ones, which spill there.
+# one they beat; time-major lanes, with and without prefetch, and the 16 x 128 tile in
+# interleaved runs of 4 (INTERLEAVED_TILE), the same; then fp64 (bool mask) in the shipped
+# 1 x 1024 tile and the two wider ones, which spill there.
 MASKED_TILES = [(1, 1024, 4, 0, p, False, f) for f in (1, 4) for p in (False, True)] + [
     (8, 128, 4, 0, p, False, f) for f in (1, 4) for p in (False, True)] + [
     (2, 1024, 8, 0, True, False, 4), (1, 2048, 4, 0, True, False, 4),
     (1, 4096, 8, 0, True, False, 4), (1, 4096, 4, 0, True, False, 4)] + [
-    (16, 16, 1, 0, p, True, 1) for p in (False, True)]
+    (16, 16, 1, 0, p, True, 1) for p in (False, True)] + [
+    (16, 128, 4, 0, p, True, -4) for p in (False, True)]
 MASKED_FP64_TILES = [(1, 1024, 4, 0, True, False, 2), (1, 2048, 4, 0, True, False, 2),
                      (1, 4096, 8, 0, True, False, 2)]
 MASKED_COLUMNS = COLUMNS + ["local_loads", "local_stores", "dtype"]
