@@ -132,7 +132,7 @@ def batch_major_tile(args: tuple, dtype, block_b: int, block_t: int, warps: int)
 # engine's fp32 tile in interleaved runs (the public call's from 128 steps), and lanes tiles
 # narrower than the 64 x 16 four-warp tile shipped before 49a9ad5 (tm16x16w1p, walks
 # prefetched, is the public call's tile for rows of 128 steps and more before INTERLEAVED_TILE)
-TIME_MAJOR_TILES = {"interleaved": (16, 128, 4, -4), "tm16x16w1": (16, 16, 1, 1),
+TIME_MAJOR_TILES = {"interleaved": MG.INTERLEAVED_TILE, "tm16x16w1": (16, 16, 1, 1),
                     "tm16x16w1p": (16, 16, 1, 1, True), "tm16x32w1": (16, 32, 1, 1),
                     "tm16x64w2": (16, 64, 2, 1), "tm32x16w1": (32, 16, 1, 1),
                     "tm32x32w2": (32, 32, 2, 1)}

@@ -39,8 +39,8 @@ TIME_MAJOR_MAX_TILES = 32
 TIME_MAJOR_TILE = (16, 16)
 # (envs, steps, warps, FLIP) of time-major rows of at least its steps: the engine's fp32 tile,
 # interleaved runs of 4, the next value from the scan, not read again (data/h100/
-# masked_fours_ab.csv, two runs: 0.36-0.86x the 16 x 16 lanes tile's time, 4096 x 2048 139 ->
-# 52 us, 4096 x 128 6.7 -> 4.1; 32-step rows 5x it)
+# masked_interleaved_ab.csv: 0.37-0.89x the 16 x 16 lanes tile's time, 4096 x 2048 139 -> 52
+# us, 4096 x 128 6.6 -> 4.0; masked_fours_ab*.csv: 32-step rows 5x it)
 INTERLEAVED_TILE = (16, 128, 4, -4)
 PREFETCH = True  # the next tile's loads in flight during this one's scans (masked_tile: where)
 # (steps, warps) of batch-major rows of at least LONG_WALK_TILES 1024-step tiles walked one a
