@@ -416,3 +416,32 @@ def test_time_major_narrow_loads_four_envs_a_load(dtypes, fours, walk, backend, 
     assert got.dtype == out_dtype
     assert_close(walk, got.t(), want, TOL[out_dtype])
     assert seen == [fours]
+
+
+@pytest.mark.parametrize("B, dtypes, interleaved", [
+    (8, (torch.float32,) * 3, True), (6, (torch.float32,) * 3, True),
+    (8, (torch.float32, torch.float32, torch.bool), True),
+    (6, (torch.float32, torch.float32, torch.bool), False),
+    (8, (torch.bfloat16, torch.bfloat16, torch.bool), True),
+    (6, (torch.bfloat16,) * 3, False), (8, (torch.float64, torch.float64, torch.bool), False)],
+    ids=["fp32", "fp32_odd", "bool", "bool_odd", "bf16_bool", "bf16_odd", "fp64"])
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "torch"], indirect=True)
+def test_time_major_interleaved_runs_only_where_loads_lie_as_fp32(B, dtypes, interleaved,
+                                                                   backend, monkeypatch):
+    """Time-major rows of 128 steps take INTERLEAVED_TILE only where every load lies as fp32's
+    (4-byte elements, or narrower ones four envs a load); else the lanes tile, whose Triton
+    loads cost no layout conversion. Either way the loop's answer."""
+    seen, init = [], MG.MaskedLaunch.__init__
+    monkeypatch.setattr(MG.MaskedLaunch, "__init__", lambda self, *a: (
+        seen.append(a[-1][2]), init(self, *a))[1])
+    r, v, m, last = inputs(B, 128, 9, device=device_of(backend))
+    r, v, m, last = (x.to(d) for x, d in zip((r, v, m, last), (*dtypes, dtypes[0])))
+    want = ref.compute_masked_gae(r.double(), v.double(), m.double(), GAMMA, LAMBDA,
+                                  last.double())
+    tm = [x.t().contiguous() for x in (r, v, m)]
+    rows = MG.L.rows_of(0, rewards=tm[0], values=tm[1], mask=tm[2])
+    out_dtype = torch.promote_types(dtypes[0], dtypes[1])
+    assert MG.loads_as_fp32(rows, out_dtype.itemsize) is interleaved
+    got = P.compute_masked_gae(*tm, GAMMA, LAMBDA, last, time_dim=0)
+    assert seen == [MG.INTERLEAVED_TILE[3] if interleaved else 1]
+    assert_close("time-major", got.t(), want, TOL[out_dtype])

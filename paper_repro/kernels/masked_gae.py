@@ -100,7 +100,7 @@ def compute_masked_gae(rewards, values, mask, gamma, lambda_, last_value=None, *
     if not L.needs_dispatch(rewards, values, mask, last_value) and L.use_triton(rewards):
         rows = L.rows_of(axis, rewards=rewards, values=values, mask=mask)
         tile = masked_tile(rows.B, rows.T, rows.stride, rewards.element_size(),
-                           L.acc_dtype(out_dtype).itemsize)
+                           L.acc_dtype(out_dtype).itemsize, loads_as_fp32(rows, out_dtype.itemsize))
         return P.recorded(key, fused_masked_gae, args, rows, tile, gamma, lambda_, axis,
                           out_dtype)
     return two_scans(rewards, values, mask, gamma, lambda_, last_value, axis, out_dtype)
@@ -200,18 +200,30 @@ class MaskedLaunch:
         return None if compiled is None else (compiled, self.grid3, (*pointers, *self.rest))
 
 
-def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4, acc_bytes: int = 4) -> tuple:
+def loads_as_fp32(rows, out_itemsize: int) -> bool:
+    """Whether every load and store of a launch on ``rows`` lies as fp32's: 4-byte elements,
+    or narrower ones four envs a load (``L.four_loads``)."""
+    if L.four_loads(rows, out_itemsize, names=("mask",)):
+        return True
+    return out_itemsize == 4 and all(x.element_size() == 4 for x in rows.tensors.values()
+                                     if x is not None)
+
+
+def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4, acc_bytes: int = 4,
+                fp32_layout: bool = True) -> tuple:
     """``(BLOCK_B, BLOCK_T, num_warps, FLIP, PREFETCH, seg_tiles)``: time-major rows in tiles
-    across the envs, in interleaved runs (``INTERLEAVED_TILE``) or, rows shorter than its
-    steps, lanes latest step first; others walk up to 1024 steps a tile (2048 or
-    4096 where fewer than two programs an SM walk long rows and ``acc_bytes``, the scans'
-    float, is 4), as runs of one 16-byte load's steps (``itemsize``: bytes of a reward), as
+    across the envs, in interleaved runs (``INTERLEAVED_TILE``) where ``fp32_layout``
+    (``loads_as_fp32``: Triton's narrow loads took that tile 8-20x the time, data/h100/
+    masked_interleaved_ab.csv, ``triton_loads``) or, rows shorter than its steps or loads laid
+    out otherwise, lanes latest step first; others walk up to 1024 steps a tile (2048 or 4096
+    where fewer than two programs an SM walk long rows and ``acc_bytes``, the scans' float, is
+    4), as runs of one 16-byte load's steps (``itemsize``: bytes of a reward), as
     many rows a program as keep ~2 programs an SM busy. The next tile is loaded while this one
     is scanned, but in time-major splits and interleaved tiles. Rows whose programs would not
     walk fast (``walks_fast``) split time into segments of ``seg_tiles`` tiles (0: one segment
     a row), about SPLIT_PROGRAMS programs in all."""
     time_major = L.is_time_major(stride)
-    if time_major and INTERLEAVED_TILE[1] <= T:
+    if time_major and fp32_layout and INTERLEAVED_TILE[1] <= T:
         block_b, block_t, warps, flip = INTERLEAVED_TILE
         block_b = min(block_b, _pow2(B))
     elif time_major:
