@@ -240,7 +240,8 @@ def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4, acc_bytes: int
     tiles, programs = triton_cdiv(T, block_t), triton_cdiv(B, block_b)
     seg_tiles = 0 if walks_fast(tiles, programs, time_major) else split_tiles(tiles, programs)
     # time-major lanes walks prefetch too (data/h100/masked_ab_walk.csv: 0.89-0.96x the time,
-    # 4096 x 512 29.1 -> 26.0 us); split ones and interleaved tiles were not timed with it
+    # 4096 x 512 29.1 -> 26.0 us); split ones were not timed with it; interleaved walks took
+    # 1.02-1.12x at 1-4 tiles, 0.84x at 16 (masked_interleaved_ab.csv, one run: left off)
     prefetch = PREFETCH and not (time_major and (seg_tiles or flip != 1))
     # fp64 scans keep 1024 steps: wider tiles spill there (data/h200/sass_masked.csv)
     if not (time_major or seg_tiles) and tiles >= LONG_WALK_TILES and programs < 2 * AN_SM \
