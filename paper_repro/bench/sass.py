@@ -249,7 +249,8 @@ def word_rows():
 # outputs of narrower loads (``_launch.narrow_loads``), fp32 tiles loading them four envs a load
 # (``_launch.four_loads``; all-16-bit rows stored so too) and 16-bit tiles, fed what each
 # serves: fp32 inputs, mixed (16-bit values, fp32 rewards and seeds, fp32 outputs), bool flags
-# beside fp32 values, all 16-bit.
+# beside fp32 values, all 16-bit; where the fp32 tile is 16 envs wide, all-16-bit rows in
+# ``mixed_ab``'s 32-env tiles too (tile ``wide``, ``wide_runs``, ``wide_look_back``).
 MIXED_SHAPES = [(4096, 128), (32768, 32), (2048, 1024), (512, 4096), (64, 131072)]
 MIXED_KERNELS = ("gae", "lambda_returns", "vtrace", "eligibility_traces", "retrace")
 MIXED_TILES = {"fp32": ("fp32", "mixed", "bool_flags"), "narrow": ("mixed", "bool_flags"),
@@ -277,45 +278,59 @@ def launch_phase(config, T: int) -> int:
 
 
 def mixed_rows():
-    import triton
-    import triton.language as tl
-
+    from paper_repro.bench.mixed_ab import wide_tiles
     from paper_repro.kernels import _tiles
-    from paper_repro.kernels.retrace import unrolled_actions
 
     for name in MIXED_KERNELS:
-        kernel, wide, retrace = kernels()[name], name in ("vtrace", "retrace"), name == "retrace"
+        wide, retrace = name in ("vtrace", "retrace"), name == "retrace"
         for B, T in MIXED_SHAPES:
             for tile_name, dtypes in MIXED_TILES.items():
-                if tile_name == "fours" and "FOURS_BELOW" not in kernel.arg_names:
+                if tile_name == "fours" and "FOURS_BELOW" not in kernels()[name].arg_names:
                     continue
                 c = _tiles.choose_config(B, T, True, 132, wide, retrace,
                                          2 if tile_name == "16bit" else 4,
                                          narrow_loads=tile_name == "narrow")
-                tile = (c.BLOCK_B, c.BLOCK_T, c.num_warps, launch_phase(c, T), False, True)
                 for dtype in dtypes:
                     half = dtype in ("mixed", "bf16")
                     if retrace and tile_name == "fours" and half:
                         continue  # Retrace's values keep the 16-bit tile (``values=False``)
-                    saved = dict(CONSTEXPRS)
-                    # loads (and 16-bit stores) narrower than the tile's fp32, or 1-byte flags
-                    CONSTEXPRS.update(FOURS_BELOW=(tile_name == "fours") * (32 if half else 16))
-                    if retrace:  # four actions a step as time-major words, by tl.load
-                        CONSTEXPRS.update(N_ACT=unrolled_actions(4, c, T), PACK=4 if half else 2,
-                                          VAL=tl.bfloat16 if half else tl.float32, WORDS=0)
-                    try:
-                        sig, const, aligned = _signature(kernel, tile, c.flip)
-                    finally:
-                        CONSTEXPRS.clear()
-                        CONSTEXPRS.update(saved)
-                    for k in sig:
-                        if sig[k] == "*fp32" and k != "agg_ptr":
-                            sig[k] = mixed_pointer(k, dtype) or sig[k]
-                    yield {"triton": triton.__version__, "kernel": name,
-                           **dict(zip(COLUMNS[2:9], (*tile, c.flip))),
-                           **sm90_counts(kernel, sig, const, aligned,
-                                         {"num_warps": c.num_warps}),
-                           "B": B, "T": T, "tile": tile_name, "dtype": dtype}
+                    yield mixed_row(name, c, B, T, tile_name, dtype)
+                    if tile_name == "fours" and dtype == "bf16":
+                        # 32-env tiles where the fp32 tile is 16 envs wide (``mixed_ab``'s arms)
+                        for arm, wide_c in wide_tiles(c).items():
+                            yield mixed_row(name, wide_c, B, T, arm, dtype)
+
+
+def mixed_row(name: str, c, B: int, T: int, tile_name: str, dtype: str) -> dict:
+    """The counts of estimator ``name``'s time-major kernel in tile ``c`` over ``B`` x ``T``,
+    fed ``dtype`` (``mixed_pointer``); loads four envs a load where ``tile_name`` is not the
+    fp32, narrow or 16-bit tile."""
+    import triton
+    import triton.language as tl
+
+    from paper_repro.kernels.retrace import unrolled_actions
+
+    kernel, retrace, half = kernels()[name], name == "retrace", dtype in ("mixed", "bf16")
+    tile = (c.BLOCK_B, c.BLOCK_T, c.num_warps, launch_phase(c, T), False, True)
+    saved = dict(CONSTEXPRS)
+    # loads (and 16-bit stores) narrower than the tile's fp32, or 1-byte flags
+    fours = tile_name not in ("fp32", "narrow", "16bit")
+    CONSTEXPRS.update(FOURS_BELOW=fours * (32 if half else 16))
+    if retrace:  # four actions a step as time-major words, by tl.load
+        CONSTEXPRS.update(N_ACT=unrolled_actions(4, c, T), PACK=4 if half else 2,
+                          VAL=tl.bfloat16 if half else tl.float32, WORDS=0)
+    try:
+        sig, const, aligned = _signature(kernel, tile, c.flip)
+    finally:
+        CONSTEXPRS.clear()
+        CONSTEXPRS.update(saved)
+    for k in sig:
+        if sig[k] == "*fp32" and k != "agg_ptr":
+            sig[k] = mixed_pointer(k, dtype) or sig[k]
+    return {"triton": triton.__version__, "kernel": name,
+            **dict(zip(COLUMNS[2:9], (*tile, c.flip))),
+            **sm90_counts(kernel, sig, const, aligned, {"num_warps": c.num_warps}),
+            "B": B, "T": T, "tile": tile_name, "dtype": dtype}
 
 
 def main(argv=None):
