@@ -79,7 +79,11 @@ def test_four_loads_keep_the_fp32_tile(monkeypatch):
             != fp32
         tile16 = L.config_for(B, T, r.stride, cpu, itemsize=2)
         assert tile16 != fp32 or T == 32
-        assert L.tile_of(r, cpu, 2) == (fp32, 32)
+        wide = L.wide_rows16(fp32, B, T, 132)  # 32 envs where fp32's tile holds 16 (4096 x 128)
+        assert (wide != fp32) == (B == 4096)
+        assert L.tile_of(r, cpu, 2) == (wide, 32)
+        with L.force_config(fp32):  # a forced tile stays as forced
+            assert L.tile_of(r, cpu, 2) == (fp32, 32)
         assert L.tile_of(r, cpu, 2, values=False) == (tile16, 16)
         with L.force_words(False):
             assert L.tile_of(r, cpu, 2) == (tile16, 0)
@@ -199,6 +203,35 @@ def test_16bit_rows_in_the_ab_benchmarks_wide_tiles(est, kernels, launches):
     d = make_inputs(36, 45, dtype=torch.bfloat16, flag_dtype=torch.bfloat16)
     for config in tiles.values():
         check_time_major(est, d, kernels, TOL[torch.bfloat16], config)
+    assert launches and all(b == 32 for b in launches)
+
+
+@pytest.mark.parametrize("B, T, wide", [(4096, 128, True), (8192, 64, True), (3968, 128, True),
+                                     (3936, 128, False), (1024, 128, False), (4096, 256, False),
+                                     (4096, 512, False), (32768, 32, False)])
+def test_16bit_rows_of_one_tile_take_32_env_tiles(B, T, wide):
+    """``wide_rows16`` on an H200's 132 SMs: fp32 tiles 16 envs wide, one a row, whose 32-env
+    programs fill at least 15/16 of the SMs, take twice the envs in twice the warps, the same
+    runs a thread; walks, look-backs and wider tiles stay."""
+    fp32 = L.choose_config(B, T, True, 132, False)
+    got = L.wide_rows16(fp32, B, T, 132)
+    assert (got != fp32) is wide
+    if wide:
+        assert (got.BLOCK_B, got.num_warps, got.flip, got.BLOCK_T, got.seg_len) == (
+            32, 2 * fp32.num_warps, fp32.flip, fp32.BLOCK_T, fp32.seg_len)
+
+
+@pytest.mark.parametrize("est", FOUR_LOAD_ESTIMATORS, ids=[e.name for e in FOUR_LOAD_ESTIMATORS])
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_16bit_rows_in_32_env_tiles_match_the_reference(est, kernels, launches, monkeypatch):
+    """bf16 time-major rows of one tile, as many envs as 32-env programs fill the device's SMs:
+    the public call launches ``wide_rows16``'s 32-env tile, against the float64 loop."""
+    widened, rule = [], L.wide_rows16
+    monkeypatch.setattr(L, "wide_rows16", lambda *a: widened.append(rule(*a)) or widened[-1])
+    B = 32 * L.num_sms(torch.device(device_of(kernels)))
+    d = make_inputs(B, 45, dtype=torch.bfloat16, flag_dtype=torch.bfloat16)
+    check_time_major(est, d, kernels, TOL[torch.bfloat16])
+    assert widened and all(c.BLOCK_B == 32 for c in widened)
     assert launches and all(b == 32 for b in launches)
 
 

@@ -240,14 +240,30 @@ def test_long_rows_walked_by_few_programs_take_wider_tiles(B, T, tile):
 @pytest.mark.parametrize("B, T, tile, prefetch", [
     (32768, 32, (16, 16, 1, 1), True), (8, 127, (8, 16, 1, 1), True),
     (4096, 128, (16, 128, 4, -4), False), (4096, 512, (16, 128, 4, -4), False),
-    (256, 2048, (16, 128, 4, -4), False), (3, 4100, (4, 128, 4, -4), False)])
+    (4096, 897, (16, 128, 4, -4), True), (4096, 896, (16, 128, 4, -4), False),
+    (1024, 4096, (16, 128, 4, -4), True), (256, 2048, (16, 128, 4, -4), False),
+    (3, 4100, (4, 128, 4, -4), False)])
 def test_time_major_rows_of_128_steps_take_interleaved_runs(B, T, tile, prefetch):
-    """Time-major rows of at least INTERLEAVED_TILE's steps take it (not prefetched); shorter
-    ones 16-step lanes tiles in one warp, walked whole, the next tile loaded while this one is
-    scanned (PREFETCH)."""
+    """Time-major rows of at least INTERLEAVED_TILE's steps take it, walks of at least
+    INTERLEAVED_PREFETCH_TILES tiles prefetched, split ones (256 x 2048, 3 x 4100) and shorter
+    walks not; shorter rows 16-step lanes tiles in one warp, walked whole, the next tile loaded
+    while this one is scanned (PREFETCH)."""
     got = MG.masked_tile(B, T, (1, B))
     assert got[:4] == tile
     assert got[4] is prefetch
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "torch"], indirect=True)
+def test_long_interleaved_walks_prefetch_through_the_public_call(backend):
+    """Time-major rows of INTERLEAVED_PREFETCH_TILES 128-step tiles (the last partial), walked
+    whole with the next tile loaded during this one's scans: the loop's answer."""
+    T = 128 * MG.INTERLEAVED_PREFETCH_TILES - 24
+    r, v, m, last = inputs(4, T, 23, device=device_of(backend))
+    assert MG.masked_tile(4, T, (1, 4))[3:] == (-4, True, 0)
+    got = P.compute_masked_gae(*(x.t().contiguous() for x in (r, v, m)), GAMMA, LAMBDA, last,
+                               time_dim=0)
+    assert_close("prefetched walk", got.t(), ref.compute_masked_gae(r, v, m, GAMMA, LAMBDA, last),
+                 TOL[torch.float32])
 
 
 @pytest.mark.parametrize("programs", [1, 2], ids=["one_an_sm", "under_two"])

@@ -10,13 +10,15 @@ log-probabilities and eligibility traces' gradients in bf16, rewards (and the tr
 fp32; ``bool_flags``: fp32 values, bool flags; ``bf16_bool_flags``: bf16 values, bool flags;
 ``bf16``: every input bf16 (16-bit outputs: the fp32 tile, loads and stores four envs at a
 time). ``affine_scan`` (the bare engine) takes ``bf16`` and ``bf16_values`` (bf16 alpha,
-fp32 beta) alone, its arms ``shipped``, ``sixteen`` (Triton's loads) and ``all_fp32``.
+fp32 beta) alone, its arms ``shipped``, ``sixteen`` (Triton's loads) and ``all_fp32``
+(``bf16``: the 32-env tiles too).
 The arms in turn each round, the order reversed every other round:
 ``shipped``; fp32 outputs: ``narrow_tile`` (the narrow loads as Triton vectorises them, in
 the tile they lay out as a 16-bit one, ``L.force_words``); bf16 outputs: ``sixteen`` (the
 16-bit tile, loads as Triton vectorises them, ``L.force_words(False)``);
 ``fp32_tile`` (the tile fp32 inputs choose, forced through ``L.force_config``, flags loaded as
-Triton does); ``bf16`` where the fp32 tile is 16 envs wide: 32-env tiles (``wide_tiles``);
+Triton does); ``bf16`` where the fp32 tile is 16 envs wide: 32-env tiles (``wide_tiles``), and
+``fours16`` (that 16-env tile, forced) where the shipped call widens it (``wide_rows16``);
 ``all_fp32`` (fp32 values and float flags) and, but for ``bf16``, ``all_bf16`` (bf16 values and
 flags); device time by CUDA-graph replay, minimum of two, and the largest difference from the
 shipped call's output (all_fp32 and all_bf16: their own rounding).
@@ -86,6 +88,8 @@ def _scan_rows(N, T, inputs, rounds):
     tile = L.config_for(N, T, (1, N), a.device, itemsize=4)
     arms = {"shipped": (narrow, None, tile), "sixteen": (narrow, None, tile, False),
             "all_fp32": (prep(a, b), None, tile)}
+    if inputs == "bf16" and N % 4 == 0:
+        arms.update(bf16_arms(narrow, tile, N, T, a.device))
     row = {"algorithm": "affine_scan", "num_envs": N, "seq_len": T, "layout": "TN",
            "inputs": inputs}
     yield from timed_arms(row, arms, want, rounds)
@@ -117,7 +121,10 @@ def _rows(algorithm, N, T, inputs, rounds):
 
     config, tile16 = tile(4), tile(2)
     loads = [x for x in narrow.args if torch.is_tensor(x)]
-    if inputs in ("bf16_bool_flags", "bf16"):  # shipped: four a load, in the fp32 tile
+    if inputs == "bf16" and N % 4 == 0:  # shipped: four a load, in the fp32 tile
+        arms = {**bf16_arms(prep, config, N, T, case.args[0].device),
+                "sixteen": (prep, None, tile16, False)}
+    elif inputs in ("bf16_bool_flags", "bf16"):
         arms = {"shipped": (prep, None, config if N % 4 == 0 else tile16),
                 "sixteen": (prep, None, tile16, False)}
     elif N % 4 == 0:  # shipped: narrow loads four envs a load, in the fp32 tile
@@ -127,8 +134,6 @@ def _rows(algorithm, N, T, inputs, rounds):
         arms = {"shipped": (prep, None, tile(4, loads))}
     if inputs not in ("bf16_bool_flags", "bf16"):
         arms["fp32_tile"] = (prep, config, config, False)
-    if inputs == "bf16" and N % 4 == 0:
-        arms.update({name: (prep, c, c) for name, c in wide_tiles(config).items()})
     arms["all_fp32"] = (_ours(case), None, config)
     if inputs != "bf16":
         arms["all_bf16"] = (_ours(case_of("bf16")), None, config if N % 4 == 0 else tile16)
@@ -138,18 +143,32 @@ def _rows(algorithm, N, T, inputs, rounds):
 
 
 def wide_tiles(config) -> dict:
-    """Tiles of 32 envs for a 16-bit call the fp32 tile holds in 16 (32 bytes a step, one
-    sector): ``wide`` twice the warps, the same runs; ``wide_runs`` the same warps, runs twice
-    as long; ``wide_look_back``: 128-step tiles one a program, by look-back."""
-    from paper_repro.kernels._tiles import ScanConfig, _interleaved
+    """Tiles of 32 envs for a 16-bit call the fp32 tile ``config`` holds in 16 (32 bytes a
+    step, one sector): ``wide`` twice the warps, the same runs (``_tiles.twice_the_envs``, which
+    ``wide_rows16`` ships for rows of one tile); ``wide_runs`` the same warps, runs twice as
+    long; ``wide_look_back``: 128-step tiles one a program, by look-back."""
+    from paper_repro.kernels._tiles import ScanConfig, _interleaved, twice_the_envs
 
     if config.BLOCK_B != 16 or config.flip >= 0:
         return {}
-    w, bt = config.num_warps, config.BLOCK_T
-    return {"wide": replace(config, BLOCK_B=32, num_warps=2 * w,
-                            flip=_interleaved(32, bt, 2 * w, 4)),
-            "wide_runs": replace(config, BLOCK_B=32, flip=_interleaved(32, bt, w, 4)),
+    return {"wide": twice_the_envs(config),
+            "wide_runs": replace(config, BLOCK_B=32,
+                                 flip=_interleaved(32, config.BLOCK_T, config.num_warps, 4)),
             "wide_look_back": ScanConfig(32, 128, 4, 128, True, _interleaved(32, 128, 4, 4))}
+
+
+def bf16_arms(prep, config, N: int, T: int, device) -> dict:
+    """All-16-bit rows' arms beside the 16-bit tile: ``shipped`` (the fp32 tile four envs a
+    load, ``wide_rows16``'s where it widens it, then also ``fours16``: the 16-env tile, forced)
+    and ``wide_tiles``'s other 32-env tiles."""
+    from paper_repro.kernels._tiles import wide_rows16
+
+    shipped = wide_rows16(config, N, T, L.num_sms(device))
+    arms = {"shipped": (prep, None, shipped)}
+    if shipped != config:
+        arms["fours16"] = (prep, config, config)
+    arms.update({name: (prep, c, c) for name, c in wide_tiles(config).items() if c != shipped})
+    return arms
 
 
 def timed_arms(row: dict, arms: dict, want, rounds: int):

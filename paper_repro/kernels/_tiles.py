@@ -299,6 +299,27 @@ def _runs16(config: ScanConfig) -> ScanConfig:
     return replace(config, flip=-R)
 
 
+def twice_the_envs(config: ScanConfig) -> ScanConfig:
+    """``config``'s fp32 time-major tile with twice the envs in twice the warps: each thread
+    holds the same runs of the same steps (sm_90, bf16: within 3 % of the instructions and
+    registers, data/h200/sass_mixed.csv, tile ``wide``)."""
+    w = 2 * config.num_warps
+    return replace(config, BLOCK_B=2 * config.BLOCK_B, num_warps=w,
+                   flip=_interleaved(2 * config.BLOCK_B, config.BLOCK_T, w, 4))
+
+
+def wide_rows16(config: ScanConfig, B: int, T: int, sms: int) -> ScanConfig:
+    """16-bit rows in the fp32 tile (``_launch.tile_of``): where it is 16 envs wide, a row block
+    is 32 bytes a step, one sector; rows of one tile whose 32-env programs still fill 15/16 of
+    the SMs take ``twice_the_envs`` (H100, bf16, data/h100/bf16_wide_ab*.csv, two runs, four
+    estimators: 4096x128 0.90-0.96x the time, 8192x128 0.84-0.89x, 4096x64 0.89-1.00x; at
+    1024x128, 32 programs, 1.04-1.18x; walks of several tiles 0.98-1.42x)."""
+    if (config.BLOCK_B != 16 or config.flip >= 0 or config.single_pass
+            or T > config.BLOCK_T or 16 * triton_cdiv(B, 32) < 15 * sms):
+        return config
+    return twice_the_envs(config)
+
+
 def _retrace_rows_abound(T: int) -> ScanConfig:
     """Retrace's fp32 time-major rows where they abound, up to 128 steps (tn_retrace.csv,
     against one-warp 16x32 tiles in Triton's reverse scan): one-warp tiles walked in

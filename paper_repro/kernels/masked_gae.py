@@ -43,6 +43,9 @@ TIME_MAJOR_TILE = (16, 16)
 # us, 4096 x 128 6.6 -> 4.0; masked_fours_ab*.csv: 32-step rows 5x it)
 INTERLEAVED_TILE = (16, 128, 4, -4)
 PREFETCH = True  # the next tile's loads in flight during this one's scans (masked_tile: where)
+# Interleaved walks of at least this many tiles prefetch too (data/h100/masked_prefetch_ab.csv:
+# 0.77-0.85x at 8-32 tiles, 4096 x 2048 51.9 -> 43.1 us; 1.02-1.12x at 1-4 tiles)
+INTERLEAVED_PREFETCH_TILES = 8
 # (steps, warps) of batch-major rows of at least LONG_WALK_TILES 1024-step tiles walked one a
 # program by fewer than two programs an SM (AN_SM: the H100's and H200's SMs), and by at most
 # one: more bytes in flight a program (data/h100/masked_ab_bm2.csv, against 1024 steps in 4
@@ -219,7 +222,8 @@ def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4, acc_bytes: int
     where fewer than two programs an SM walk long rows and ``acc_bytes``, the scans' float, is
     4), as runs of one 16-byte load's steps (``itemsize``: bytes of a reward), as
     many rows a program as keep ~2 programs an SM busy. The next tile is loaded while this one
-    is scanned, but in time-major splits and interleaved tiles. Rows whose programs would not
+    is scanned, but in time-major splits and interleaved walks of fewer than
+    INTERLEAVED_PREFETCH_TILES tiles. Rows whose programs would not
     walk fast (``walks_fast``) split time into segments of ``seg_tiles`` tiles (0: one segment
     a row), about SPLIT_PROGRAMS programs in all."""
     time_major = L.is_time_major(stride)
@@ -240,9 +244,10 @@ def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4, acc_bytes: int
     tiles, programs = triton_cdiv(T, block_t), triton_cdiv(B, block_b)
     seg_tiles = 0 if walks_fast(tiles, programs, time_major) else split_tiles(tiles, programs)
     # time-major lanes walks prefetch too (data/h100/masked_ab_walk.csv: 0.89-0.96x the time,
-    # 4096 x 512 29.1 -> 26.0 us); split ones were not timed with it; interleaved walks took
-    # 1.02-1.12x at 1-4 tiles, 0.84x at 16 (masked_interleaved_ab.csv, one run: left off)
-    prefetch = PREFETCH and not (time_major and (seg_tiles or flip != 1))
+    # 4096 x 512 29.1 -> 26.0 us), interleaved ones from INTERLEAVED_PREFETCH_TILES; split ones
+    # were not timed with it
+    prefetch = PREFETCH and not (time_major and (
+        seg_tiles or (flip != 1 and tiles < INTERLEAVED_PREFETCH_TILES)))
     # fp64 scans keep 1024 steps: wider tiles spill there (data/h200/sass_masked.csv)
     if not (time_major or seg_tiles) and tiles >= LONG_WALK_TILES and programs < 2 * AN_SM \
             and acc_bytes <= 4:
