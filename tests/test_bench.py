@@ -1,5 +1,6 @@
 """The benchmark harness on tiny CPU shapes: schema, upsert, gate, resume, CLI, analysis."""
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -1459,10 +1460,25 @@ def test_mixed_ab_rows(monkeypatch, tmp_path):
             "1", "--inputs", "bf16,bool_flags,bf16_values"])
     rows = list(csv.DictReader(out.read_text().splitlines()))
     c = L.config_for(64, 40, (1, 64), torch.device("cpu"), itemsize=4)
-    tile = f"{c.BLOCK_B}x{c.BLOCK_T}w{c.num_warps}/{c.flip}"
-    assert [(r["inputs"], r["arm"], r["config"]) for r in rows] == [
-        (i, a, tile) for i in ("bf16", "bf16_values") for a in ("shipped", "sixteen", "all_fp32")]
-    assert words == [None, False, None] * 2
+    def label(c):
+        return f"{c.BLOCK_B}x{c.BLOCK_T}w{c.num_warps}/{c.flip}"
+
+    three = [(i, a, label(c)) for i in ("bf16", "bf16_values") for a in ("shipped", "sixteen",
+                                                                         "all_fp32")]
+    wide = [("bf16", a, label(w)) for a, w in M.wide_tiles(c).items()]
+    assert [a for _, a, _ in wide] == ["wide", "wide_runs", "wide_look_back"]
+    assert [(r["inputs"], r["arm"], r["config"]) for r in rows] == three[:3] + wide + three[3:]
+    assert words == [None, False, None, None, None, None, None, False, None]
+    # where the shipped call widens the 16-env tile (``wide_rows16``: few SMs), the old one too
+    monkeypatch.setattr(L, "num_sms", lambda device: 2)
+    M.main(["--out", str(out), "--shapes", "64x40", "--algorithms", "affine_scan,gae",
+            "--rounds", "1", "--inputs", "bf16"])
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    for algorithm in ("affine_scan", "gae"):
+        got = dict((r["arm"], r["config"]) for r in rows if r["algorithm"] == algorithm)
+        assert list(got)[0] == "shipped" and "wide" not in got
+        old, new = ([int(v) for v in re.findall(r"-?\d+", got[a])] for a in ("fours16", "shipped"))
+        assert new == [2 * old[0], old[1], 2 * old[2], old[3]]  # twice the envs and warps
 
 
 def test_tn16_ab_rows(monkeypatch, tmp_path):
