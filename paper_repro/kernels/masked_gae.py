@@ -223,9 +223,9 @@ def masked_tile(B: int, T: int, stride: tuple, itemsize: int = 4, acc_bytes: int
     4), as runs of one 16-byte load's steps (``itemsize``: bytes of a reward), as
     many rows a program as keep ~2 programs an SM busy. The next tile is loaded while this one
     is scanned, but in time-major splits and interleaved walks of fewer than
-    INTERLEAVED_PREFETCH_TILES tiles. Rows whose programs would not
-    walk fast (``walks_fast``) split time into segments of ``seg_tiles`` tiles (0: one segment
-    a row), about SPLIT_PROGRAMS programs in all."""
+    INTERLEAVED_PREFETCH_TILES tiles. Rows whose programs would not walk fast (``walks_fast``)
+    split time into segments of ``seg_tiles`` tiles (0: one segment a row), about
+    SPLIT_PROGRAMS programs in all."""
     time_major = L.is_time_major(stride)
     if time_major and fp32_layout and INTERLEAVED_TILE[1] <= T:
         block_b, block_t, warps, flip = INTERLEAVED_TILE
