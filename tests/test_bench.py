@@ -1479,6 +1479,14 @@ def test_mixed_ab_rows(monkeypatch, tmp_path):
         assert list(got)[0] == "shipped" and "wide" not in got
         old, new = ([int(v) for v in re.findall(r"-?\d+", got[a])] for a in ("fours16", "shipped"))
         assert new == [2 * old[0], old[1], 2 * old[2], old[3]]  # twice the envs and warps
+    # rows it walks, in 32-env runs on one SM (``wide_walks16``): the estimator's own traits
+    monkeypatch.setattr(L, "num_sms", lambda device: 1)
+    M.main(["--out", str(out), "--shapes", "36x400", "--algorithms", "gae,vtrace",
+            "--rounds", "1", "--inputs", "bf16"])
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    got = dict((r["arm"], r["config"]) for r in rows if r["algorithm"] == "gae")
+    assert (got["shipped"], got["fours16"]) == ("32x128w4/-8", "16x128w4/-4")
+    assert "fours16" not in [r["arm"] for r in rows if r["algorithm"] == "vtrace"]
 
 
 def test_tn16_ab_rows(monkeypatch, tmp_path):

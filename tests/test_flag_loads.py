@@ -235,6 +235,65 @@ def test_16bit_rows_in_32_env_tiles_match_the_reference(est, kernels, launches, 
     assert launches and all(b == 32 for b in launches)
 
 
+def walk_traits():
+    """Each engine kernel's tile traits (``L.LongRows``) as its calls pass them."""
+    from paper_repro.kernels import eligibility_traces, gae, lambda_returns, vtrace
+
+    return {"gae": gae.LONG_ROWS, "returns": lambda_returns.LONG_ROWS,
+            "returns_no_values": lambda_returns.LONG_ROWS_NO_VALUES,
+            "decayed_sum": eligibility_traces.LONG_ROWS, "vtrace": vtrace.LONG_ROWS,
+            "engine": L.LongRows()}
+
+
+LOOK, RUNS, SAME = "look_back", "runs", "same"
+
+
+@pytest.mark.parametrize("kernel, B, T, want", [
+    ("decayed_sum", 2048, 1024, LOOK), ("decayed_sum", 4096, 512, LOOK),
+    ("decayed_sum", 4096, 1024, LOOK), ("decayed_sum", 8192, 512, RUNS),
+    ("decayed_sum", 2048, 256, SAME), ("decayed_sum", 2048, 512, LOOK),
+    ("gae", 2048, 1024, LOOK), ("gae", 4096, 512, RUNS), ("gae", 8192, 512, RUNS),
+    ("gae", 2048, 512, SAME), ("gae", 3072, 1024, SAME), ("gae", 2048, 256, SAME),
+    ("gae", 3968, 384, SAME), ("gae", 3968, 512, RUNS), ("gae", 3936, 512, SAME),
+    ("returns", 2048, 1024, LOOK), ("returns_no_values", 8192, 512, RUNS),
+    ("vtrace", 2048, 1024, SAME), ("vtrace", 8192, 512, SAME), ("engine", 2048, 1024, SAME),
+    ("gae", 4096, 128, SAME), ("gae", 2048, 4096, SAME)])
+def test_16bit_walks_take_32_env_tiles(kernel, B, T, want):
+    """``wide_walks16`` on an H200's 132 SMs: 16-bit rows a 16-env fp32 tile walks in one pass
+    look back in 32-env tiles (the decayed sum from 4 tiles a row under one program an SM,
+    GAE and the returns from 8 under half) or else walk 32 envs in longer runs where those
+    fill 15/16 of the SMs, from 4 tiles; V-trace and the bare engine keep the 16-env tile, as
+    do rows of one tile, two-tile walks and the fp32 look-back."""
+    fp32 = L.choose_config(B, T, True, 132, False)
+    got = L.wide_walks16(fp32, B, T, 132, walk_traits()[kernel])
+    if want == LOOK:
+        assert fp32.BLOCK_B == 16 and got == L.ScanConfig(32, 128, 4, 128, True, flip=-8)
+    elif want == RUNS:
+        assert got == L.ScanConfig(32, fp32.BLOCK_T, fp32.num_warps, fp32.seg_len, flip=-8)
+    else:
+        assert got == fp32
+
+
+@pytest.mark.parametrize("sms, want", [(5, LOOK), (1, RUNS)])
+@pytest.mark.parametrize("est", FOUR_LOAD_ESTIMATORS, ids=[e.name for e in FOUR_LOAD_ESTIMATORS])
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_16bit_walks_in_32_env_tiles_match_the_reference(est, sms, want, kernels, launches,
+                                                         monkeypatch):
+    """bf16 time-major rows of 36 envs walked by 16-env programs, on as few SMs as make
+    ``wide_walks16`` take its 32-env look-back (1000 steps on 5 SMs; 400 for the decayed sum)
+    or its longer runs (400 steps on one): the public call launches that tile, against the
+    float64 loop; V-trace keeps the 16-env tile."""
+    widened, rule = [], L.wide_walks16
+    monkeypatch.setattr(L, "wide_walks16", lambda *a: widened.append(rule(*a)) or widened[-1])
+    monkeypatch.setattr(L, "num_sms", lambda device: sms)
+    T = 400 if want == RUNS or est.kernel == "decayed_sum" else 1000
+    d = make_inputs(36, T, dtype=torch.bfloat16, flag_dtype=torch.bfloat16)
+    check_time_major(est, d, kernels, TOL[torch.bfloat16])
+    wide = {LOOK: (32, True), RUNS: (32, False)}[want] if est.kernel != "vtrace" else None
+    assert widened and all(wide is None or (c.BLOCK_B, c.single_pass) == wide for c in widened)
+    assert launches and all(b == 32 for b in launches)
+
+
 @pytest.mark.parametrize("est", ESTIMATORS, ids=[e.name for e in ESTIMATORS])
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_16bit_rows_of_no_four_envs(est, kernels, launches):

@@ -59,11 +59,14 @@ def mixed_case(case):
 
 
 def long_rows(algorithm: str):
-    """The estimator's tiles for rows too few to fill the GPU, as its call passes them."""
-    from paper_repro.kernels import gae, lambda_returns, vtrace
+    """The estimator's tile traits (``L.LongRows``), as its call passes them."""
+    from paper_repro.kernels import eligibility_traces, gae, lambda_returns, vtrace
 
-    module = {"gae": gae, "vtrace": vtrace, "lambda_returns": lambda_returns}.get(algorithm)
-    return module.LONG_ROWS if module else L.LongRows()
+    return {"gae": gae.LONG_ROWS, "vtrace": vtrace.LONG_ROWS,
+            "lambda_returns": lambda_returns.LONG_ROWS,
+            "discounted_returns": lambda_returns.LONG_ROWS_NO_VALUES,
+            "eligibility_traces": eligibility_traces.LONG_ROWS,
+            "prefix_sum": eligibility_traces.LONG_ROWS}.get(algorithm, L.LongRows())
 
 
 def _scan_rows(N, T, inputs, rounds):
@@ -89,7 +92,7 @@ def _scan_rows(N, T, inputs, rounds):
     arms = {"shipped": (narrow, None, tile), "sixteen": (narrow, None, tile, False),
             "all_fp32": (prep(a, b), None, tile)}
     if inputs == "bf16" and N % 4 == 0:
-        arms.update(bf16_arms(narrow, tile, N, T, a.device))
+        arms.update(bf16_arms(narrow, tile, N, T, a.device, L.LongRows()))
     row = {"algorithm": "affine_scan", "num_envs": N, "seq_len": T, "layout": "TN",
            "inputs": inputs}
     yield from timed_arms(row, arms, want, rounds)
@@ -122,7 +125,7 @@ def _rows(algorithm, N, T, inputs, rounds):
     config, tile16 = tile(4), tile(2)
     loads = [x for x in narrow.args if torch.is_tensor(x)]
     if inputs == "bf16" and N % 4 == 0:  # shipped: four a load, in the fp32 tile
-        wide = bf16_arms(prep, config, N, T, case.args[0].device)
+        wide = bf16_arms(prep, config, N, T, case.args[0].device, long_rows(algorithm))
         arms = {"shipped": wide.pop("shipped"), "sixteen": (prep, None, tile16, False), **wide}
     elif inputs in ("bf16_bool_flags", "bf16"):
         arms = {"shipped": (prep, None, config if N % 4 == 0 else tile16),
@@ -146,24 +149,25 @@ def wide_tiles(config) -> dict:
     """Tiles of 32 envs for a 16-bit call the fp32 tile ``config`` holds in 16 (32 bytes a
     step, one sector): ``wide`` twice the warps, the same runs (``_tiles.twice_the_envs``, which
     ``wide_rows16`` ships for rows of one tile); ``wide_runs`` the same warps, runs twice as
-    long; ``wide_look_back``: 128-step tiles one a program, by look-back."""
-    from paper_repro.kernels._tiles import ScanConfig, _interleaved, twice_the_envs
+    long (``runs32``); ``wide_look_back``: 128-step tiles one a program, by look-back
+    (``LOOK_BACK32``); ``wide_walks16`` ships both for walks."""
+    from paper_repro.kernels._tiles import LOOK_BACK32, runs32, twice_the_envs
 
     if config.BLOCK_B != 16 or config.flip >= 0:
         return {}
-    return {"wide": twice_the_envs(config),
-            "wide_runs": replace(config, BLOCK_B=32,
-                                 flip=_interleaved(32, config.BLOCK_T, config.num_warps, 4)),
-            "wide_look_back": ScanConfig(32, 128, 4, 128, True, _interleaved(32, 128, 4, 4))}
+    return {"wide": twice_the_envs(config), "wide_runs": runs32(config),
+            "wide_look_back": LOOK_BACK32}
 
 
-def bf16_arms(prep, config, N: int, T: int, device) -> dict:
+def bf16_arms(prep, config, N: int, T: int, device, traits: L.LongRows) -> dict:
     """All-16-bit rows' arms beside the 16-bit tile: ``shipped`` (the fp32 tile four envs a
-    load, ``wide_rows16``'s where it widens it, then also ``fours16``: the 16-env tile, forced)
-    and ``wide_tiles``'s other 32-env tiles."""
-    from paper_repro.kernels._tiles import wide_rows16
+    load, 32 envs wide where ``wide_rows16`` or, with the estimator's ``traits``,
+    ``wide_walks16`` widen it, then also ``fours16``: the 16-env tile, forced) and
+    ``wide_tiles``'s other 32-env tiles."""
+    from paper_repro.kernels._tiles import wide_rows16, wide_walks16
 
-    shipped = wide_rows16(config, N, T, L.num_sms(device))
+    sms = L.num_sms(device)
+    shipped = wide_walks16(wide_rows16(config, N, T, sms), N, T, sms, traits)
     arms = {"shipped": (prep, None, shipped)}
     if shipped != config:
         arms["fours16"] = (prep, config, config)

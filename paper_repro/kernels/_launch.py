@@ -29,6 +29,7 @@ from paper_repro.kernels._tiles import (  # noqa: F401
     run_length,
     triton_cdiv,
     wide_rows16,
+    wide_walks16,
 )
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -382,7 +383,7 @@ def tile_of(rows: Rows, device, itemsize: int, long_rows: LongRows | None = None
     flags so took 0.87-1.15x the time of float ones, 0.31-0.74x that of sixteen a load in the
     16-bit tile. 16-bit rows take the fp32 tile four envs at a time (H100,
     ``data/h100/bf16_fours_ab.csv``: 0.48-1.00x the 16-bit tile's time, bool flags
-    0.11-0.87x), 32 envs wide where it would hold 16 in one tile a row (``wide_rows16``)."""
+    0.11-0.87x), 32 envs wide where it would hold 16 (``wide_rows16``, ``wide_walks16``)."""
     fours = four_loads(rows, itemsize, names, values)
     inputs = [] if fours == 32 else tile_inputs(rows, fours == 16, names)
     # 16-bit outputs stored four envs a store too: the fp32 tile, in the fp32 layout
@@ -390,7 +391,9 @@ def tile_of(rows: Rows, device, itemsize: int, long_rows: LongRows | None = None
                         itemsize=4 if fours == 32 else itemsize,
                         long_rows=long_rows or LongRows(), inputs=[*inputs, *extra])
     if fours == 32 and itemsize == 2 and _FORCED_CONFIG[0] is None:
-        config = wide_rows16(config, rows.B, rows.T, num_sms(device))
+        sms = num_sms(device)
+        config = wide_rows16(config, rows.B, rows.T, sms)
+        config = wide_walks16(config, rows.B, rows.T, sms, long_rows or LongRows())
     return config, fours
 
 

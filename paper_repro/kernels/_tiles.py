@@ -49,7 +49,9 @@ class LongRows:
     time-major rows of few row blocks take two passes rather than a one-tile look-back;
     ``time_major_look_back_steps``: the steps of that look-back's 32-env tile from 2**21
     elements (128 below); ``time_major_row_warps``: the warps of fp32 time-major one-pass
-    tiles of 64-128 steps from at most a 16-row block an SM (2 from more)."""
+    tiles of 64-128 steps from at most a 16-row block an SM (2 from more);
+    ``walk16_look_back``, ``walk16_runs``: 16-bit time-major walks in 32-env tiles
+    (``wide_walks16``)."""
 
     two_pass_rows: int = 4
     cap16: int = 0
@@ -59,6 +61,9 @@ class LongRows:
     time_major_two_pass: tuple = (1 << 22, 1 << 23)
     time_major_look_back_steps: int = 256
     time_major_row_warps: int = 2
+    # (fewest tiles a row, share of the SMs the 32-env programs stay under); (0, 0): never
+    walk16_look_back: tuple = (0, 0.0)
+    walk16_runs: bool = False
 
 
 @functools.lru_cache(maxsize=4096)
@@ -319,6 +324,40 @@ def wide_rows16(config: ScanConfig, B: int, T: int, sms: int) -> ScanConfig:
             or T > config.BLOCK_T or 16 * triton_cdiv(B, 32) < 15 * sms):
         return config
     return twice_the_envs(config)
+
+
+def runs32(config: ScanConfig) -> ScanConfig:
+    """``config``'s fp32 time-major tile with twice the envs in the same warps: each thread's
+    interleaved runs twice as long."""
+    return replace(config, BLOCK_B=32,
+                   flip=_interleaved(32, config.BLOCK_T, config.num_warps, 4))
+
+
+# 128-step tiles of 32 envs, one a program, by look-back: fp32's time-major look-back tile
+LOOK_BACK32 = ScanConfig(32, 128, 4, 128, True, _interleaved(32, 128, 4, 4))
+
+
+def wide_walks16(config: ScanConfig, B: int, T: int, sms: int, long_rows: LongRows) -> ScanConfig:
+    """16-bit rows in the fp32 tile (``_launch.tile_of``) that a 16-env program walks in one
+    pass, 32 bytes a step: in 32-env tiles, by look-back (``LOOK_BACK32``) from
+    ``long_rows.walk16_look_back[0]`` tiles a row while the 32-env programs number under its
+    share of the SMs, else in longer runs (``runs32``) from 4 tiles where those fill 15/16 of
+    them (``walk16_runs``). H100, bf16 (data/h100/bf16_walk_ab.csv, two rounds, against the
+    16-env tile): the decayed sum (eligibility traces, prefix sum) by look-back 0.57-0.58x the
+    time at 2048x1024, 0.77-0.81x at 4096x512 and 4096x1024, in runs 0.88x at 8192x512; GAE
+    and TD(lambda) by look-back 0.77-0.92x at 2048x1024 (1.07-1.57x where more row blocks),
+    in runs 0.80-0.96x from 4096 envs; 2-tile rows 1.00-1.14x both ways. V-trace's runs spill
+    (bf16_wide_ab.csv: 1.8x)."""
+    tiles, share = long_rows.walk16_look_back
+    if (config.BLOCK_B != 16 or config.flip >= 0 or config.single_pass
+            or config.seg_len < T or T <= config.BLOCK_T):
+        return config
+    programs, chunks = triton_cdiv(B, 32), triton_cdiv(T, config.BLOCK_T)
+    if tiles and chunks >= tiles and programs < share * sms:
+        return LOOK_BACK32
+    if long_rows.walk16_runs and chunks >= 4 and 16 * programs >= 15 * sms:
+        return runs32(config)
+    return config
 
 
 def _retrace_rows_abound(T: int) -> ScanConfig:
