@@ -252,18 +252,19 @@ LOOK, RUNS, SAME = "look_back", "runs", "same"
     ("decayed_sum", 2048, 1024, LOOK), ("decayed_sum", 4096, 512, LOOK),
     ("decayed_sum", 4096, 1024, LOOK), ("decayed_sum", 8192, 512, RUNS),
     ("decayed_sum", 2048, 256, SAME), ("decayed_sum", 2048, 512, LOOK),
+    ("decayed_sum", 4192, 512, LOOK), ("decayed_sum", 4224, 512, RUNS),
     ("gae", 2048, 1024, LOOK), ("gae", 4096, 512, RUNS), ("gae", 8192, 512, RUNS),
-    ("gae", 2048, 512, SAME), ("gae", 3072, 1024, SAME), ("gae", 2048, 256, SAME),
-    ("gae", 3968, 384, SAME), ("gae", 3968, 512, RUNS), ("gae", 3936, 512, SAME),
+    ("gae", 2048, 512, LOOK), ("gae", 3072, 1024, RUNS), ("gae", 2048, 256, SAME),
+    ("gae", 3968, 384, SAME), ("gae", 2080, 512, LOOK), ("gae", 2112, 512, RUNS),
     ("returns", 2048, 1024, LOOK), ("returns_no_values", 8192, 512, RUNS),
     ("vtrace", 2048, 1024, SAME), ("vtrace", 8192, 512, SAME), ("engine", 2048, 1024, SAME),
     ("gae", 4096, 128, SAME), ("gae", 2048, 4096, SAME)])
 def test_16bit_walks_take_32_env_tiles(kernel, B, T, want):
     """``wide_walks16`` on an H200's 132 SMs: 16-bit rows a 16-env fp32 tile walks in one pass
-    look back in 32-env tiles (the decayed sum from 4 tiles a row under one program an SM,
-    GAE and the returns from 8 under half) or else walk 32 envs in longer runs where those
-    fill 15/16 of the SMs, from 4 tiles; V-trace and the bare engine keep the 16-env tile, as
-    do rows of one tile, two-tile walks and the fp32 look-back."""
+    over 4 tiles or more look back in 32-env tiles (the decayed sum under one program an SM,
+    GAE and the returns under half), else walk 32 envs in longer runs; V-trace and the bare
+    engine keep the 16-env tile, as do rows of one tile, walks of 2-3 tiles and the fp32
+    look-back."""
     fp32 = L.choose_config(B, T, True, 132, False)
     got = L.wide_walks16(fp32, B, T, 132, walk_traits()[kernel])
     if want == LOOK:
@@ -279,15 +280,14 @@ def test_16bit_walks_take_32_env_tiles(kernel, B, T, want):
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_16bit_walks_in_32_env_tiles_match_the_reference(est, sms, want, kernels, launches,
                                                          monkeypatch):
-    """bf16 time-major rows of 36 envs walked by 16-env programs, on as few SMs as make
-    ``wide_walks16`` take its 32-env look-back (1000 steps on 5 SMs; 400 for the decayed sum)
-    or its longer runs (400 steps on one): the public call launches that tile, against the
-    float64 loop; V-trace keeps the 16-env tile."""
+    """bf16 time-major rows of 36 envs and 400 steps walked by 16-env programs, on as few SMs
+    as make ``wide_walks16`` take its 32-env look-back (5) or its longer runs (one): the
+    public call launches that tile, against the float64 loop; V-trace keeps the 16-env
+    tile."""
     widened, rule = [], L.wide_walks16
     monkeypatch.setattr(L, "wide_walks16", lambda *a: widened.append(rule(*a)) or widened[-1])
     monkeypatch.setattr(L, "num_sms", lambda device: sms)
-    T = 400 if want == RUNS or est.kernel == "decayed_sum" else 1000
-    d = make_inputs(36, T, dtype=torch.bfloat16, flag_dtype=torch.bfloat16)
+    d = make_inputs(36, 400, dtype=torch.bfloat16, flag_dtype=torch.bfloat16)
     check_time_major(est, d, kernels, TOL[torch.bfloat16])
     wide = {LOOK: (32, True), RUNS: (32, False)}[want] if est.kernel != "vtrace" else None
     assert widened and all(wide is None or (c.BLOCK_B, c.single_pass) == wide for c in widened)

@@ -50,8 +50,8 @@ class LongRows:
     ``time_major_look_back_steps``: the steps of that look-back's 32-env tile from 2**21
     elements (128 below); ``time_major_row_warps``: the warps of fp32 time-major one-pass
     tiles of 64-128 steps from at most a 16-row block an SM (2 from more);
-    ``walk16_look_back``, ``walk16_runs``: 16-bit time-major walks in 32-env tiles
-    (``wide_walks16``)."""
+    ``walk16_share``: the share of the SMs under which 32-env programs of 16-bit time-major
+    walks look back rather than walk in runs (``wide_walks16``; 0: neither)."""
 
     two_pass_rows: int = 4
     cap16: int = 0
@@ -61,9 +61,7 @@ class LongRows:
     time_major_two_pass: tuple = (1 << 22, 1 << 23)
     time_major_look_back_steps: int = 256
     time_major_row_warps: int = 2
-    # (fewest tiles a row, share of the SMs the 32-env programs stay under); (0, 0): never
-    walk16_look_back: tuple = (0, 0.0)
-    walk16_runs: bool = False
+    walk16_share: float = 0.0
 
 
 @functools.lru_cache(maxsize=4096)
@@ -339,25 +337,20 @@ LOOK_BACK32 = ScanConfig(32, 128, 4, 128, True, _interleaved(32, 128, 4, 4))
 
 def wide_walks16(config: ScanConfig, B: int, T: int, sms: int, long_rows: LongRows) -> ScanConfig:
     """16-bit rows in the fp32 tile (``_launch.tile_of``) that a 16-env program walks in one
-    pass, 32 bytes a step: in 32-env tiles, by look-back (``LOOK_BACK32``) from
-    ``long_rows.walk16_look_back[0]`` tiles a row while the 32-env programs number under its
-    share of the SMs, else in longer runs (``runs32``) from 4 tiles where those fill 15/16 of
-    them (``walk16_runs``). H100, bf16 (data/h100/bf16_walk_ab.csv, two rounds, against the
-    16-env tile): the decayed sum (eligibility traces, prefix sum) by look-back 0.57-0.58x the
-    time at 2048x1024, 0.77-0.81x at 4096x512 and 4096x1024, in runs 0.88x at 8192x512; GAE
-    and TD(lambda) by look-back 0.77-0.92x at 2048x1024 (1.07-1.57x where more row blocks),
-    in runs 0.80-0.96x from 4096 envs; 2-tile rows 1.00-1.14x both ways. V-trace's runs spill
-    (bf16_wide_ab.csv: 1.8x)."""
-    tiles, share = long_rows.walk16_look_back
-    if (config.BLOCK_B != 16 or config.flip >= 0 or config.single_pass
-            or config.seg_len < T or T <= config.BLOCK_T):
+    pass over at least 4 tiles, 32 bytes a step: in 32-env tiles, by look-back
+    (``LOOK_BACK32``) while those programs number under ``long_rows.walk16_share`` of the SMs,
+    else in longer runs (``runs32``). H100, bf16 (data/h100/bf16_walk_ab.csv, two rounds,
+    against the 16-env tile): the decayed sum (eligibility traces, prefix sum; share 1) by
+    look-back 0.57-0.58x the time at 2048x1024, 0.77-0.81x at 4096x512 and 4096x1024, in runs
+    0.88x at 8192x512; GAE and the returns (share 1/2) by look-back 0.77-0.92x at 2048x1024
+    and 2048x512 (1.07-1.57x from 4096 envs), in runs 0.80-0.96x from 3072 envs; 2-tile rows
+    1.00-1.17x both ways. V-trace's runs spill (1.8-2.5x), its look-back 0.94-1.31x."""
+    if (not long_rows.walk16_share or config.BLOCK_B != 16 or config.flip >= 0
+            or config.single_pass or config.seg_len < T or T <= 3 * config.BLOCK_T):
         return config
-    programs, chunks = triton_cdiv(B, 32), triton_cdiv(T, config.BLOCK_T)
-    if tiles and chunks >= tiles and programs < share * sms:
+    if triton_cdiv(B, 32) < long_rows.walk16_share * sms:
         return LOOK_BACK32
-    if long_rows.walk16_runs and chunks >= 4 and 16 * programs >= 15 * sms:
-        return runs32(config)
-    return config
+    return runs32(config)
 
 
 def _retrace_rows_abound(T: int) -> ScanConfig:

@@ -35,9 +35,9 @@ from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.torch_scan import torch_affine_scan
 
 DONES = ("dones", "dones2")  # the flags a launch may load four at a time (L.four_loads)
-# 16-bit time-major walks in 32-env tiles: by look-back from 4 tiles a row while the programs
-# number under the SMs, else in runs (``_tiles.wide_walks16``)
-LONG_ROWS = L.LongRows(walk16_look_back=(4, 1.0), walk16_runs=True)
+# 16-bit time-major walks in 32-env tiles: by look-back while the programs number under the
+# SMs, else in runs (``_tiles.wide_walks16``)
+LONG_ROWS = L.LongRows(walk16_share=1.0)
 
 
 @triton.jit

@@ -43,10 +43,10 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # 128-step tiles (tn_variants.csv, 256-step ones: 1024x8192 1.16x the time); one-pass
 # time-major rows of 128 steps from a block an SM in 4 warps (tn_abound.csv, 1024x128: 2.69
 # -> 2.49 us, 2048x128 3.01 -> 2.85). 16-bit time-major walks in 32-env tiles: by look-back
-# from 8 tiles a row under half the SMs, else in runs (``_tiles.wide_walks16``).
+# under half the SMs, else in runs (``_tiles.wide_walks16``).
 LONG_ROWS = L.LongRows(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512,
                       time_major_two_pass=(0, 0), time_major_look_back_steps=128,
-                      time_major_row_warps=4, walk16_look_back=(8, 0.5), walk16_runs=True)
+                      time_major_row_warps=4, walk16_share=0.5)
 
 
 @triton.jit
