@@ -630,6 +630,24 @@ def test_one_long_tile_rules_on_partial_rows(est, N, T, wide, retrace, kernels):
         check(est, d, TOL[torch.float32])
 
 
+def test_heuristic_returns_rows_of_512_steps_in_four_warps():
+    """fp32 batch-major rows of 512 steps, one tile a row: the returns kernel's traits
+    (``warps512``: TD(lambda), discounted returns) take 4 warps up to 16 rows an SM; the
+    others, 16-bit rows and more rows keep 2 warps from more rows than SMs."""
+    from paper_repro.kernels import gae, lambda_returns
+
+    def warps(N, long_rows, itemsize=4):
+        c = L.choose_config(N, 512, False, 132, False, False, itemsize, long_rows)
+        assert (c.BLOCK_B, c.BLOCK_T, c.seg_len) == (1, 512, 512)
+        return c.num_warps
+
+    for traits in (lambda_returns.LONG_ROWS, lambda_returns.LONG_ROWS_NO_VALUES):
+        assert [warps(N, traits) for N in (64, 133, 512, 2112, 2113)] == [4, 4, 4, 4, 2]
+        assert warps(512, traits, itemsize=2) == 2
+    assert [warps(N, gae.LONG_ROWS) for N in (64, 133, 512)] == [4, 2, 2]
+    assert warps(512, L.LongRows()) == 2
+
+
 def test_heuristic_few_rows_of_4096_steps_in_one_tile():
     """fp32 rows of 3073-4096 steps of the estimators with few inputs, up to two an SM, take
     one 4096-step tile in 8 warps; more rows, V-trace's, Retrace's, 16-bit rows, shorter rows

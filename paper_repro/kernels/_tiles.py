@@ -51,7 +51,9 @@ class LongRows:
     elements (128 below); ``time_major_row_warps``: the warps of fp32 time-major one-pass
     tiles of 64-128 steps from at most a 16-row block an SM (2 from more);
     ``walk16_share``: the share of the SMs under which 32-env programs of 16-bit time-major
-    walks look back rather than walk in runs (``wide_walks16``; 0: neither)."""
+    walks look back rather than walk in runs (``wide_walks16``; 0: neither); ``warps512``:
+    the warps of fp32 batch-major rows of 512 steps, one tile a row, up to 16 rows an SM (0:
+    256 elements a warp from more rows than SMs)."""
 
     two_pass_rows: int = 4
     cap16: int = 0
@@ -62,6 +64,7 @@ class LongRows:
     time_major_look_back_steps: int = 256
     time_major_row_warps: int = 2
     walk16_share: float = 0.0
+    warps512: int = 0
 
 
 @functools.lru_cache(maxsize=4096)
@@ -156,6 +159,8 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
         # (H100, data/h100/retrace_512.csv: 32-128 rows of 512 steps 0.88-0.92x the time of 4).
         BLOCK_B, BLOCK_T = 1, _pow2(T)
         num_warps = BLOCK_T // (128 if sms >= B else per_warp)
+        if BLOCK_T == 512 and long_rows.warps512 and itemsize == 4 and 16 * sms >= B:
+            num_warps = long_rows.warps512
         if retrace and sms >= B:
             num_warps = max(8, num_warps)
     elif T > 1024 and (not wide or (not retrace and T <= 8192 and
