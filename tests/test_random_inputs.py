@@ -852,9 +852,13 @@ LONG_ROWS = dict(
     **dict.fromkeys(("gae", "gae_last_value"),
                     L.LongRows(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512,
                                time_major_two_pass=(0, 0), time_major_look_back_steps=128,
-                               time_major_row_warps=4)),
-    lambda_returns=L.LongRows(two_pass_rows=0, warps32=1, time_major_two_pass=(0, 0)),
-    discounted_returns=L.LongRows(cap16=128, warps32=1, two_pass_steps32=1024))
+                               time_major_row_warps=4, walk16_share=0.5)),
+    **dict.fromkeys(("eligibility_traces", "prefix_sum_ends_at", "prefix_sum_starts_at"),
+                    L.LongRows(walk16_share=1.0)),
+    lambda_returns=L.LongRows(two_pass_rows=0, warps32=1, time_major_two_pass=(0, 0),
+                              walk16_share=0.5, warps512=4),
+    discounted_returns=L.LongRows(cap16=128, warps32=1, two_pass_steps32=1024, walk16_share=0.5,
+                                  warps512=4))
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
@@ -867,8 +871,10 @@ def test_long_row_choices(est, kernels, monkeypatch):
     warps (the returns and GAE one, GAE's in 512-step tiles, the others two), its fp32
     two-pass tile's steps (the discounted returns 1024, the others 2048), its time-major
     two-pass band (GAE and TD(lambda) with values none), time-major look-back steps (GAE
-    128, the others 256) and time-major one-pass warps from a row block an SM (GAE and V-trace
-    4, the others 2)."""
+    128, the others 256), time-major one-pass warps from a row block an SM (GAE and V-trace
+    4, the others 2), the share of the SMs under which 16-bit walks look back in 32-env tiles
+    (the decayed sum 1, GAE and the returns 1/2, V-trace none) and the warps of fp32 rows of
+    512 steps (the returns 4)."""
     seen, config_for = [], L.config_for
 
     def spy(*args, **kwargs):
