@@ -1392,6 +1392,9 @@ def test_tile_ab_rows(monkeypatch, tmp_path):
         4096, 2048, (2048, 1), cpu, wide=True, retrace=True)
     assert TA.shipped_config("retrace", 4096, 2048, cpu) != TA.shipped_config(
         "gae", 4096, 2048, cpu)
+    # each estimator's traits: the returns' rows of 512 steps in 4 warps, GAE's in 2
+    assert [TA.shipped_config(a, 16, 512, cpu).num_warps for a in ("lambda_returns", "gae")] \
+        == [4, 2]
 
 
 def _cpu_cases(monkeypatch, forced_configs):
