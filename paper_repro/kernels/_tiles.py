@@ -39,21 +39,20 @@ def _pow2(x: int) -> int:
 
 @dataclass(frozen=True)
 class LongRows:
-    """An estimator's tiles for rows too few to fill the GPU, from the H200 probes
-    (split_rows.csv, registers.csv). ``two_pass_rows``: up to how many fp32 rows of more than
-    2**20 steps in all take two passes rather than the look-back; ``cap16``: the register cap
-    of the 16-bit long-row look-back tile (0: none); ``warps32``: the warps of the fp32
-    long-row look-back tile (2: 1024 steps, capped from 2**22 elements; 1: ``look_back_steps32``
-    steps, uncapped); ``two_pass_steps32``: the steps of the fp32 tile in the two passes of up
-    to four rows; ``time_major_two_pass``: the ``[lo, hi)`` elements (``B * T``) at which fp32
-    time-major rows of few row blocks take two passes rather than a one-tile look-back;
-    ``time_major_look_back_steps``: the steps of that look-back's 32-env tile from 2**21
-    elements (128 below); ``time_major_row_warps``: the warps of fp32 time-major one-pass
-    tiles of 64-128 steps from at most a 16-row block an SM (2 from more);
-    ``walk16_share``: the share of the SMs under which 32-env programs of 16-bit time-major
-    walks look back rather than walk in runs (``wide_walks16``; 0: neither); ``warps512``:
-    the warps of fp32 batch-major rows of 512 steps, one tile a row, up to 16 rows an SM (0:
-    256 elements a warp from more rows than SMs)."""
+    """An estimator's tile traits: mostly its tiles for rows too few to fill the GPU, from the H200
+    probes (split_rows.csv, registers.csv). ``two_pass_rows``: up to how many fp32 rows of more than
+    2**20 steps in all take two passes rather than the look-back; ``cap16``: the register cap of the
+    16-bit long-row look-back tile (0: none); ``warps32``: the warps of the fp32 long-row look-back
+    tile (2: 1024 steps, capped from 2**22 elements; 1: ``look_back_steps32`` steps, uncapped);
+    ``two_pass_steps32``: the steps of the fp32 tile in the two passes of up to four rows;
+    ``time_major_two_pass``: the ``[lo, hi)`` elements (``B * T``) at which fp32 time-major rows of
+    few row blocks take two passes rather than a one-tile look-back; ``time_major_look_back_steps``:
+    the steps of that look-back's 32-env tile from 2**21 elements (128 below);
+    ``time_major_row_warps``: the warps of fp32 time-major one-pass tiles of 64-128 steps from at
+    most a 16-row block an SM (2 from more); ``walk16_share``: the share of the SMs under which
+    32-env programs of 16-bit time-major walks look back rather than walk in runs (``wide_walks16``;
+    0: neither); ``warps512``: the warps of fp32 batch-major rows of 512 steps, one tile a row, up
+    to 16 rows an SM (0: 256 elements a warp from more rows than SMs)."""
 
     two_pass_rows: int = 4
     cap16: int = 0
@@ -341,15 +340,15 @@ LOOK_BACK32 = ScanConfig(32, 128, 4, 128, True, _interleaved(32, 128, 4, 4))
 
 
 def wide_walks16(config: ScanConfig, B: int, T: int, sms: int, long_rows: LongRows) -> ScanConfig:
-    """16-bit rows in the fp32 tile (``_launch.tile_of``) that a 16-env program walks in one
-    pass over at least 4 tiles, 32 bytes a step: in 32-env tiles, by look-back
-    (``LOOK_BACK32``) while those programs number under ``long_rows.walk16_share`` of the SMs,
-    else in longer runs (``runs32``). H100, bf16 (data/h100/bf16_walk_ab.csv, two rounds,
-    against the 16-env tile): the decayed sum (eligibility traces, prefix sum; share 1) by
-    look-back 0.57-0.58x the time at 2048x1024, 0.77-0.81x at 4096x512 and 4096x1024, in runs
-    0.88x at 8192x512; GAE and the returns (share 1/2) by look-back 0.77-0.92x at 2048x1024
-    and 2048x512 (1.07-1.57x from 4096 envs), in runs 0.80-0.96x from 3072 envs; 2-tile rows
-    1.00-1.17x both ways. V-trace's runs spill (1.8-2.5x), its look-back 0.94-1.31x."""
+    """16-bit rows in the fp32 tile (``_launch.tile_of``) that a 16-env program walks in one pass
+    over at least 4 tiles, 32 bytes a step: in 32-env tiles, by look-back (``LOOK_BACK32``) while
+    those programs number under ``long_rows.walk16_share`` of the SMs, else in longer runs
+    (``runs32``). H100, bf16 (data/h100/bf16_walk_ab.csv and the arms of bf16_walk_rule.csv, two
+    rounds each, against the 16-env tile): the decayed sum (eligibility traces, prefix sum; share 1)
+    by look-back 0.57-0.58x the time at 2048x1024, 0.77-0.81x at 4096x512 and 4096x1024, in runs
+    0.88x at 8192x512; GAE and the returns (share 1/2) by look-back 0.77-0.92x at 2048x1024 and
+    2048x512 (1.07-1.57x from 4096 envs), in runs 0.80-0.96x from 3072 envs; 2-tile rows 1.00-1.17x
+    both ways. V-trace's runs spill (1.8-2.5x), its look-back 0.94-1.31x."""
     if (not long_rows.walk16_share or config.BLOCK_B != 16 or config.flip >= 0
             or config.single_pass or config.seg_len < T or T <= 3 * config.BLOCK_T):
         return config
