@@ -289,8 +289,12 @@ def test_16bit_walks_in_32_env_tiles_match_the_reference(est, sms, want, kernels
     monkeypatch.setattr(L, "num_sms", lambda device: sms)
     d = make_inputs(36, 400, dtype=torch.bfloat16, flag_dtype=torch.bfloat16)
     check_time_major(est, d, kernels, TOL[torch.bfloat16])
-    wide = {LOOK: (32, True), RUNS: (32, False)}[want] if est.kernel != "vtrace" else None
-    assert widened and all(wide is None or (c.BLOCK_B, c.single_pass) == wide for c in widened)
+    assert widened
+    if est.kernel == "vtrace":
+        assert all(c.BLOCK_B < 32 for c in widened)
+    else:
+        wide = {LOOK: (32, True), RUNS: (32, False)}[want]
+        assert all((c.BLOCK_B, c.single_pass) == wide for c in widened)
     assert launches and all(b == 32 for b in launches)
 
 
