@@ -236,13 +236,13 @@ def test_16bit_rows_in_32_env_tiles_match_the_reference(est, kernels, launches, 
 
 
 def walk_traits():
-    """Each engine kernel's tile traits (``L.LongRows``) as its calls pass them."""
+    """Each engine kernel's tile traits (``L.TileTraits``) as its calls pass them."""
     from paper_repro.kernels import eligibility_traces, gae, lambda_returns, vtrace
 
-    return {"gae": gae.LONG_ROWS, "returns": lambda_returns.LONG_ROWS,
-            "returns_no_values": lambda_returns.LONG_ROWS_NO_VALUES,
-            "decayed_sum": eligibility_traces.LONG_ROWS, "vtrace": vtrace.LONG_ROWS,
-            "engine": L.LongRows()}
+    return {"gae": gae.TILE_TRAITS, "returns": lambda_returns.TILE_TRAITS,
+            "returns_no_values": lambda_returns.TILE_TRAITS_NO_VALUES,
+            "decayed_sum": eligibility_traces.TILE_TRAITS, "vtrace": vtrace.TILE_TRAITS,
+            "engine": L.TileTraits()}
 
 
 LOOK, RUNS, SAME = "look_back", "runs", "same"

@@ -461,9 +461,9 @@ def test_few_row_blocks_time_major_tile(est, kernels):
 
     retrace = est.kernel == "retrace"
     wide = est.kernel == "vtrace" or retrace
-    long_rows = {"gae": gae.LONG_ROWS, "vtrace": vtrace.LONG_ROWS}.get(est.kernel, L.LongRows())
-    many = L.choose_config(4096, 128, True, 132, wide, retrace, long_rows=long_rows)
-    few = L.choose_config(1024, 128, True, 132, wide, retrace, long_rows=long_rows)
+    traits = {"gae": gae.TILE_TRAITS, "vtrace": vtrace.TILE_TRAITS}.get(est.kernel, L.TileTraits())
+    many = L.choose_config(4096, 128, True, 132, wide, retrace, traits=traits)
+    few = L.choose_config(1024, 128, True, 132, wide, retrace, traits=traits)
     assert (many.BLOCK_B, many.BLOCK_T, many.flip) == ((16, 128, -4) if retrace else (16, 128, -8))
     assert few.num_warps == (4 if retrace or est.kernel in ("gae", "vtrace") else 2)
     d = make_inputs(19, 100, device=device_of(kernels))
@@ -544,14 +544,14 @@ def test_prefetch_switch(est, prefetch, config, kernels):
         check(est, d, TOL[torch.float32])
 
 
-# estimators' long-row choices (LongRows) the heuristic tests pass
-CAPPED16 = L.LongRows(cap16=128)
-ONE_WARP32 = L.LongRows(warps32=1)
-ONE_WARP512 = L.LongRows(warps32=1, look_back_steps32=512)
-THREE_ROWS = L.LongRows(two_pass_rows=3)
-NO_TWO_PASS = L.LongRows(two_pass_rows=0)
-GAE_ROWS = L.LongRows(time_major_two_pass=(0, 0), time_major_look_back_steps=128)
-STEPS1024 = L.LongRows(two_pass_steps32=1024)
+# estimators' long-row choices (TileTraits) the heuristic tests pass
+CAPPED16 = L.TileTraits(cap16=128)
+ONE_WARP32 = L.TileTraits(warps32=1)
+ONE_WARP512 = L.TileTraits(warps32=1, look_back_steps32=512)
+THREE_ROWS = L.TileTraits(two_pass_rows=3)
+NO_TWO_PASS = L.TileTraits(two_pass_rows=0)
+GAE_ROWS = L.TileTraits(time_major_two_pass=(0, 0), time_major_look_back_steps=128)
+STEPS1024 = L.TileTraits(two_pass_steps32=1024)
 
 
 @pytest.mark.parametrize("time_major", [False, True])
@@ -564,20 +564,20 @@ def test_heuristic_tiles_launchable(time_major):
     def pow2(x):
         return x >= 1 and x & (x - 1) == 0
 
-    kinds = [(False, False, L.LongRows()), (False, False, gae.LONG_ROWS),
-             (False, False, lambda_returns.LONG_ROWS),
-             (False, False, lambda_returns.LONG_ROWS_NO_VALUES),
-             (True, False, vtrace.LONG_ROWS), (True, True, L.LongRows())]
+    kinds = [(False, False, L.TileTraits()), (False, False, gae.TILE_TRAITS),
+             (False, False, lambda_returns.TILE_TRAITS),
+             (False, False, lambda_returns.TILE_TRAITS_NO_VALUES),
+             (True, False, vtrace.TILE_TRAITS), (True, True, L.TileTraits())]
     for T in (1, 2, 7, 16, 17, 63, 64, 100, 129, 300, 511, 512, 1000, 2048, 5000, 16384,
               131072, 1 << 22):
         for N in (1, 3, 4, 64, 133, 512, 4096, 32768):
             if N * T > 1 << 28:
                 continue
-            for wide, retrace, long_rows in kinds:
+            for wide, retrace, traits in kinds:
                 for itemsize in (2, 4, 8):
                     c = L.choose_config(N, T, time_major, 132, wide, retrace, itemsize,
-                                        long_rows)
-                    where = (N, T, time_major, wide, retrace, itemsize, long_rows, c)
+                                        traits)
+                    where = (N, T, time_major, wide, retrace, itemsize, traits, c)
                     assert pow2(c.num_warps) and c.num_warps <= 16, where
                     assert pow2(c.BLOCK_B) and pow2(c.BLOCK_T), where
                     assert c.seg_len % c.BLOCK_T == 0, where
@@ -636,16 +636,16 @@ def test_heuristic_returns_rows_of_512_steps_in_four_warps():
     others, 16-bit rows and more rows keep 2 warps from more rows than SMs."""
     from paper_repro.kernels import gae, lambda_returns
 
-    def warps(N, long_rows, itemsize=4):
-        c = L.choose_config(N, 512, False, 132, False, False, itemsize, long_rows)
+    def warps(N, traits, itemsize=4):
+        c = L.choose_config(N, 512, False, 132, False, False, itemsize, traits)
         assert (c.BLOCK_B, c.BLOCK_T, c.seg_len) == (1, 512, 512)
         return c.num_warps
 
-    for traits in (lambda_returns.LONG_ROWS, lambda_returns.LONG_ROWS_NO_VALUES):
+    for traits in (lambda_returns.TILE_TRAITS, lambda_returns.TILE_TRAITS_NO_VALUES):
         assert [warps(N, traits) for N in (64, 133, 512, 2112, 2113)] == [4, 4, 4, 4, 2]
         assert warps(512, traits, itemsize=2) == 2
-    assert [warps(N, gae.LONG_ROWS) for N in (64, 133, 512)] == [4, 2, 2]
-    assert warps(512, L.LongRows()) == 2
+    assert [warps(N, gae.TILE_TRAITS) for N in (64, 133, 512)] == [4, 2, 2]
+    assert warps(512, L.TileTraits()) == 2
 
 
 def test_heuristic_few_rows_of_4096_steps_in_one_tile():
@@ -737,13 +737,13 @@ def test_heuristic_splits():
     look_back = L.ScanConfig(32, 128, 4, 128, True, -8)
     look_back256 = L.ScanConfig(32, 256, 4, 256, True, -16)
     assert L.choose_config(512, 4096, True, 132, False) == look_back256
-    assert L.choose_config(512, 4096, True, 132, False, long_rows=GAE_ROWS) == look_back
+    assert L.choose_config(512, 4096, True, 132, False, traits=GAE_ROWS) == look_back
     assert L.choose_config(256, 2048, True, 132, False) == look_back
     assert L.choose_config(512, 8192, True, 132, True) == look_back
     assert L.choose_config(2048, 4096, True, 132, False) == look_back256  # a row block an SM
     assert kind(512, 8192, tm=True) == kind(1024, 4096, tm=True) == "two-pass"
     assert kind(1024, 8192, tm=True) == kind(128, 16384, tm=True) == "look-back"
-    assert L.choose_config(512, 8192, True, 132, False, long_rows=GAE_ROWS) == look_back
+    assert L.choose_config(512, 8192, True, 132, False, traits=GAE_ROWS) == look_back
     assert L.choose_config(512, 4096, True, 132, False, itemsize=2).seg_len == 128  # two passes
     assert L.choose_config(4096, 2048, True, 132, False).seg_len == 2048  # one pass
     assert L.choose_config(1024, 1024, True, 132, True) == look_back  # 8 tiles, few row blocks
@@ -797,11 +797,11 @@ def test_heuristic_splits():
     # (capped at the estimator's cap16 from 2**22 elements)
     assert L.choose_config(64, 131072, False, 132, False, itemsize=2) == \
         L.ScanConfig(1, 1024, 1, 1024, True, flip=8)
-    assert L.choose_config(64, 131072, False, 132, False, itemsize=2, long_rows=CAPPED16) == \
+    assert L.choose_config(64, 131072, False, 132, False, itemsize=2, traits=CAPPED16) == \
         L.ScanConfig(1, 1024, 1, 1024, True, flip=8, max_registers=128)
-    assert L.choose_config(16, 524288, False, 132, True, itemsize=2, long_rows=CAPPED16) == \
+    assert L.choose_config(16, 524288, False, 132, True, itemsize=2, traits=CAPPED16) == \
         L.ScanConfig(1, 512, 1, 512, True, flip=8, max_registers=128)
-    assert L.choose_config(16, 131072, False, 132, True, itemsize=2, long_rows=CAPPED16) == \
+    assert L.choose_config(16, 131072, False, 132, True, itemsize=2, traits=CAPPED16) == \
         L.ScanConfig(1, 512, 1, 512, True, flip=8)
     # fp32 look-back: 1024 steps in two warps, V-trace's in four (capped at 80 and 96 registers
     # from 2**22 elements), in one uncapped with warps32=1; up to four rows 512 in one
@@ -812,22 +812,22 @@ def test_heuristic_splits():
     assert L.choose_config(16, 262144, False, 132, False).max_registers == 80
     assert L.choose_config(16, 524288, False, 132, True) == \
         L.ScanConfig(1, 1024, 4, 1024, True, 4, max_registers=96)
-    assert L.choose_config(64, 131072, False, 132, False, long_rows=ONE_WARP32) == \
+    assert L.choose_config(64, 131072, False, 132, False, traits=ONE_WARP32) == \
         L.ScanConfig(1, 1024, 1, 1024, True, flip=4)
-    assert L.choose_config(16, 262144, False, 132, False, long_rows=ONE_WARP512) == \
+    assert L.choose_config(16, 262144, False, 132, False, traits=ONE_WARP512) == \
         L.ScanConfig(1, 512, 1, 512, True, flip=4)  # GAE's
-    v_trace = L.choose_config(16, 524288, False, 132, True, long_rows=ONE_WARP32)
+    v_trace = L.choose_config(16, 524288, False, 132, True, traits=ONE_WARP32)
     assert v_trace.num_warps == 4
-    assert L.choose_config(4, 1048576, False, 132, False, long_rows=THREE_ROWS) == lb512[4]
-    assert L.choose_config(1, 4194304, False, 132, True, long_rows=NO_TWO_PASS) == lb512[4]
-    assert L.choose_config(3, 4194304, False, 132, False, long_rows=THREE_ROWS).seg_len == 8192
-    assert L.choose_config(4, 1048576, False, 132, False, itemsize=8, long_rows=NO_TWO_PASS) == \
+    assert L.choose_config(4, 1048576, False, 132, False, traits=THREE_ROWS) == lb512[4]
+    assert L.choose_config(1, 4194304, False, 132, True, traits=NO_TWO_PASS) == lb512[4]
+    assert L.choose_config(3, 4194304, False, 132, False, traits=THREE_ROWS).seg_len == 8192
+    assert L.choose_config(4, 1048576, False, 132, False, itemsize=8, traits=NO_TWO_PASS) == \
         L.ScanConfig(1, 1024, 4, 8192, flip=2)  # fp64: two passes up to four rows
     # 16-bit: two passes up to four rows, in 2048-step tiles over 8192-step segments (4096 up
     # to 2**21 elements), V-trace's in 1024-step ones; fp32 in the estimator's tile
-    assert L.choose_config(4, 1048576, False, 132, False, itemsize=2, long_rows=NO_TWO_PASS) == \
+    assert L.choose_config(4, 1048576, False, 132, False, itemsize=2, traits=NO_TWO_PASS) == \
         L.ScanConfig(1, 2048, 4, 8192, flip=8)
-    assert L.choose_config(4, 524288, False, 132, False, itemsize=2, long_rows=NO_TWO_PASS) == \
+    assert L.choose_config(4, 524288, False, 132, False, itemsize=2, traits=NO_TWO_PASS) == \
         L.ScanConfig(1, 2048, 4, 4096, flip=8)
     assert L.choose_config(1, 4194304, False, 132, True, itemsize=2) == \
         L.ScanConfig(1, 1024, 4, 8192, flip=8)
@@ -835,9 +835,9 @@ def test_heuristic_splits():
         L.ScanConfig(1, 2048, 4, 8192, flip=4)
     assert L.choose_config(3, 600000, False, 132, False) == \
         L.ScanConfig(1, 2048, 4, 4096, flip=4)
-    assert L.choose_config(4, 1048576, False, 132, False, long_rows=STEPS1024) == \
+    assert L.choose_config(4, 1048576, False, 132, False, traits=STEPS1024) == \
         L.ScanConfig(1, 1024, 4, 8192, flip=4)
-    assert L.choose_config(4, 524288, False, 132, False, long_rows=STEPS1024) == \
+    assert L.choose_config(4, 524288, False, 132, False, traits=STEPS1024) == \
         L.ScanConfig(1, 1024, 4, 8192, flip=4)
     assert L.choose_config(64, 131072, False, 132, False, itemsize=2).single_pass  # GAE
     assert L.choose_config(16, 524288, False, 132, False, itemsize=2) == \
@@ -846,25 +846,25 @@ def test_heuristic_splits():
     assert L.choose_config(1, 4194304, False, 132, True).seg_len == 8192
 
 
-LONG_ROWS = dict(
+TILE_TRAITS = dict(
     dict.fromkeys(("vtrace", "vtrace_clip_lambda_last_value"),
-                  L.LongRows(two_pass_rows=0, cap16=128, time_major_row_warps=4)),
+                  L.TileTraits(two_pass_rows=0, cap16=128, time_major_row_warps=4)),
     **dict.fromkeys(("gae", "gae_last_value"),
-                    L.LongRows(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512,
+                    L.TileTraits(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512,
                                time_major_two_pass=(0, 0), time_major_look_back_steps=128,
                                time_major_row_warps=4, walk16_share=0.5)),
     **dict.fromkeys(("eligibility_traces", "prefix_sum_ends_at", "prefix_sum_starts_at"),
-                    L.LongRows(walk16_share=1.0)),
-    lambda_returns=L.LongRows(two_pass_rows=0, warps32=1, time_major_two_pass=(0, 0),
+                    L.TileTraits(walk16_share=1.0)),
+    lambda_returns=L.TileTraits(two_pass_rows=0, warps32=1, time_major_two_pass=(0, 0),
                               walk16_share=0.5, warps512=4),
-    discounted_returns=L.LongRows(cap16=128, warps32=1, two_pass_steps32=1024, walk16_share=0.5,
+    discounted_returns=L.TileTraits(cap16=128, warps32=1, two_pass_steps32=1024, walk16_share=0.5,
                                   warps512=4))
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
 def test_long_row_choices(est, kernels, monkeypatch):
-    """Each estimator hands the heuristic its long-row tiles (``LongRows``): up to how many fp32
+    """Each estimator hands the heuristic its long-row tiles (``TileTraits``): up to how many fp32
     long rows it takes two passes
     (V-trace, GAE and TD(lambda) none, the others four), its 16-bit look-back's register cap
     (V-trace, GAE and the discounted returns 128, the others none), its fp32 look-back's
@@ -878,14 +878,14 @@ def test_long_row_choices(est, kernels, monkeypatch):
     seen, config_for = [], L.config_for
 
     def spy(*args, **kwargs):
-        seen.append(kwargs.get("long_rows", L.LongRows()))
+        seen.append(kwargs.get("traits", L.TileTraits()))
         return config_for(*args, **kwargs)
 
     monkeypatch.setattr(L, "config_for", spy)
     monkeypatch.setattr(_plan, "_PLANS", {})  # no recorded launch plans
     with kernels_on(kernels):
         est.call(P, make_inputs(3, 8, device=device_of(kernels)))
-    assert seen and set(seen) == {LONG_ROWS.get(est.name, L.LongRows())}
+    assert seen and set(seen) == {TILE_TRAITS.get(est.name, L.TileTraits())}
 
 
 def test_flip_rule():

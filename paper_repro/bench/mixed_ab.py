@@ -58,15 +58,15 @@ def mixed_case(case):
     return replace(case, args=args, kwargs=kwargs)
 
 
-def long_rows(algorithm: str):
-    """The estimator's tile traits (``L.LongRows``), as its call passes them."""
+def traits_of(algorithm: str):
+    """The estimator's tile traits (``L.TileTraits``), as its call passes them."""
     from paper_repro.kernels import eligibility_traces, gae, lambda_returns, vtrace
 
-    return {"gae": gae.LONG_ROWS, "vtrace": vtrace.LONG_ROWS,
-            "lambda_returns": lambda_returns.LONG_ROWS,
-            "discounted_returns": lambda_returns.LONG_ROWS_NO_VALUES,
-            "eligibility_traces": eligibility_traces.LONG_ROWS,
-            "prefix_sum": eligibility_traces.LONG_ROWS}.get(algorithm, L.LongRows())
+    return {"gae": gae.TILE_TRAITS, "vtrace": vtrace.TILE_TRAITS,
+            "lambda_returns": lambda_returns.TILE_TRAITS,
+            "discounted_returns": lambda_returns.TILE_TRAITS_NO_VALUES,
+            "eligibility_traces": eligibility_traces.TILE_TRAITS,
+            "prefix_sum": eligibility_traces.TILE_TRAITS}.get(algorithm, L.TileTraits())
 
 
 def _scan_rows(N, T, inputs, rounds):
@@ -92,7 +92,7 @@ def _scan_rows(N, T, inputs, rounds):
     arms = {"shipped": (narrow, None, tile), "sixteen": (narrow, None, tile, False),
             "all_fp32": (prep(a, b), None, tile)}
     if inputs == "bf16" and N % 4 == 0:
-        arms.update(bf16_arms(narrow, tile, N, T, a.device, L.LongRows()))
+        arms.update(bf16_arms(narrow, tile, N, T, a.device, L.TileTraits()))
     row = {"algorithm": "affine_scan", "num_envs": N, "seq_len": T, "layout": "TN",
            "inputs": inputs}
     yield from timed_arms(row, arms, want, rounds)
@@ -120,12 +120,12 @@ def _rows(algorithm, N, T, inputs, rounds):
     def tile(itemsize, loads=()):
         return L.config_for(N, T, (1, N), case.args[0].device,
                             wide=algorithm in ("vtrace", "retrace"), retrace=algorithm == "retrace",
-                            itemsize=itemsize, long_rows=long_rows(algorithm), inputs=loads)
+                            itemsize=itemsize, traits=traits_of(algorithm), inputs=loads)
 
     config, tile16 = tile(4), tile(2)
     loads = [x for x in narrow.args if torch.is_tensor(x)]
     if inputs == "bf16" and N % 4 == 0:  # shipped: four a load, in the fp32 tile
-        wide = bf16_arms(prep, config, N, T, case.args[0].device, long_rows(algorithm))
+        wide = bf16_arms(prep, config, N, T, case.args[0].device, traits_of(algorithm))
         arms = {"shipped": wide.pop("shipped"), "sixteen": (prep, None, tile16, False), **wide}
     elif inputs in ("bf16_bool_flags", "bf16"):
         arms = {"shipped": (prep, None, config if N % 4 == 0 else tile16),
@@ -159,7 +159,7 @@ def wide_tiles(config) -> dict:
             "wide_look_back": LOOK_BACK32}
 
 
-def bf16_arms(prep, config, N: int, T: int, device, traits: L.LongRows) -> dict:
+def bf16_arms(prep, config, N: int, T: int, device, traits: L.TileTraits) -> dict:
     """All-16-bit rows' arms beside the 16-bit tile: ``shipped`` (the fp32 tile four envs a
     load, 32 envs wide where ``wide_rows16`` or, with the estimator's ``traits``,
     ``wide_walks16`` widen it, then also ``fours16``: the 16-env tile, forced) and

@@ -42,12 +42,12 @@ def forced_tile(shipped: L.ScanConfig, T: int, tile: tuple[int, int, int]) -> L.
 def shipped_config(algorithm: str, N: int, T: int, device) -> L.ScanConfig:
     """The fp32 batch-major tile ``algorithm`` ships at ``N x T``: V-trace's and Retrace's
     wide tiles (Retrace's own rules) apart from the five narrow estimators', each with its
-    own traits (``mixed_ab.long_rows``)."""
-    from paper_repro.bench.mixed_ab import long_rows
+    own traits (``mixed_ab.traits_of``)."""
+    from paper_repro.bench.mixed_ab import traits_of
 
     wide = algorithm in ("vtrace", "retrace")
     return L.config_for(N, T, (T, 1), device, wide=wide, retrace=algorithm == "retrace",
-                        long_rows=long_rows(algorithm))
+                        traits=traits_of(algorithm))
 
 
 def _case_rows(algorithm, N, T, tiles, repeats, peer):

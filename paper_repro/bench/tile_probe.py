@@ -327,7 +327,7 @@ FORWARD = ("eligibility_traces", "prefix_sum")
 
 def long_row_choices(algorithm: str) -> dict:
     """The estimator's keyword to the heuristic: its tiles for rows too few to fill the GPU
-    (``long_rows``, :class:`~paper_repro.kernels._launch.LongRows`)."""
+    (``traits``, :class:`~paper_repro.kernels._launch.TileTraits`)."""
     from paper_repro.kernels import _launch as L
     from paper_repro.kernels import eligibility_traces, gae, lambda_returns, vtrace
 
@@ -338,7 +338,7 @@ def long_row_choices(algorithm: str) -> dict:
     if m is None:  # Retrace
         return {}
     no_values = "_NO_VALUES" if algorithm == "discounted_returns" else ""
-    return {"long_rows": getattr(m, "LONG_ROWS" + no_values, L.LongRows())}
+    return {"traits": getattr(m, "TILE_TRAITS" + no_values, L.TileTraits())}
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import torch
 
-from paper_repro.bench.mixed_ab import long_rows, run, timed_arms
+from paper_repro.bench.mixed_ab import run, timed_arms, traits_of
 from paper_repro.kernels import _launch as L
 
 SHAPES = "4096x128,32768x32,2048x1024,512x4096,64x131072"
@@ -42,7 +42,7 @@ def _rows(algorithm, N, T, inputs, rounds):
     dtype, flags = ("bf16", "float") if inputs == "bf16" else ("fp32", "bool")
     case, prep, want = prepared(algorithm, N, T, dtype, "TN", flags)
     shipped = L.config_for(N, T, (1, N), case.args[0].device, wide=algorithm == "vtrace",
-                           itemsize=4 if flags == "bool" else 2, long_rows=long_rows(algorithm),
+                           itemsize=4 if flags == "bool" else 2, traits=traits_of(algorithm),
                            inputs=[x for x in case.args if torch.is_tensor(x)])
     R = interleaved_runs(shipped)
     if R < 2 or shipped.BLOCK_T % R or shipped.single_pass:

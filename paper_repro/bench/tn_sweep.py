@@ -160,7 +160,7 @@ ABOUND_SHAPES = ((4096, 128), (32768, 32), (16384, 128), (32768, 16))
 
 def abound_tiles(N: int, T: int, wide: bool = False, check: bool = False,
                  itemsize: int = 4) -> dict:
-    """Time-major tiles of rows that abound (the default LongRows' rule first; the shipped rows
+    """Time-major tiles of rows that abound (the default TileTraits' rule first; the shipped rows
     follow the estimator's): 8-64 envs walking the whole horizon in 1-8 warps, as one tile or
     in 16-64-step tiles, and from 64 steps one-tile look-backs splitting time; each in fp32's
     interleaved runs where a thread holds several steps, latest step first otherwise."""

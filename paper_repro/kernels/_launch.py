@@ -18,8 +18,8 @@ import torch
 
 # The tile heuristic lives in _tiles; callers reach it through this module too.
 from paper_repro.kernels._tiles import (  # noqa: F401
-    LongRows,
     ScanConfig,
+    TileTraits,
     _batch_major_config,
     _interleaved,
     _pow2,
@@ -290,7 +290,7 @@ def num_sms(device: torch.device) -> int:
 
 def config_for(B: int, T: int, stride, device, wide: bool = False,
                retrace: bool = False, itemsize: int = 4,
-               long_rows: LongRows | None = None, inputs=()) -> ScanConfig:
+               traits: TileTraits | None = None, inputs=()) -> ScanConfig:
     """The tile of a ``[B, T]`` launch whose output has ``itemsize`` bytes a value; ``inputs``:
     the per-step tensors it loads, flags included, whose narrow ones may lay out a time-major
     tile (``narrow_loads``)."""
@@ -299,7 +299,7 @@ def config_for(B: int, T: int, stride, device, wide: bool = False,
         return forced
     time_major = is_time_major(stride)
     return choose_config(B, T, time_major, num_sms(device), wide, retrace, itemsize,
-                         long_rows or LongRows(), narrow_loads(itemsize, inputs, time_major))
+                         traits or TileTraits(), narrow_loads(itemsize, inputs, time_major))
 
 
 def narrow_loads(itemsize: int, inputs, time_major: bool) -> bool:
@@ -373,7 +373,7 @@ def four_loads(rows: Rows, itemsize: int, names: tuple = FLAGS, values: bool = T
     return 16 if flags and all(f.element_size() == 1 for f in flags) else 0
 
 
-def tile_of(rows: Rows, device, itemsize: int, long_rows: LongRows | None = None,
+def tile_of(rows: Rows, device, itemsize: int, traits: TileTraits | None = None,
             wide: bool = False, retrace: bool = False, names: tuple = FLAGS, extra: tuple = (),
             values: bool = True) -> tuple:
     """``(config, FOURS_BELOW)``: the tile of a launch of ``rows`` whose flags are ``names``
@@ -389,11 +389,11 @@ def tile_of(rows: Rows, device, itemsize: int, long_rows: LongRows | None = None
     # 16-bit outputs stored four envs a store too: the fp32 tile, in the fp32 layout
     config = config_for(rows.B, rows.T, rows.stride, device, wide=wide, retrace=retrace,
                         itemsize=4 if fours == 32 else itemsize,
-                        long_rows=long_rows or LongRows(), inputs=[*inputs, *extra])
+                        traits=traits or TileTraits(), inputs=[*inputs, *extra])
     if fours == 32 and itemsize == 2 and _FORCED_CONFIG[0] is None:
         sms = num_sms(device)
         config = wide_rows16(config, rows.B, rows.T, sms)
-        config = wide_walks16(config, rows.B, rows.T, sms, long_rows or LongRows())
+        config = wide_walks16(config, rows.B, rows.T, sms, traits or TileTraits())
     return config, fours
 
 

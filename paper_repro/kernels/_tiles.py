@@ -38,7 +38,7 @@ def _pow2(x: int) -> int:
 
 
 @dataclass(frozen=True)
-class LongRows:
+class TileTraits:
     """An estimator's tile traits: mostly its tiles for rows too few to fill the GPU, from the H200
     probes (split_rows.csv, registers.csv). ``two_pass_rows``: up to how many fp32 rows of more than
     2**20 steps in all take two passes rather than the look-back; ``cap16``: the register cap of the
@@ -69,22 +69,22 @@ class LongRows:
 @functools.lru_cache(maxsize=4096)
 def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
                   retrace: bool = False, itemsize: int = 4,
-                  long_rows: LongRows = LongRows(), narrow_loads: bool = False) -> ScanConfig:
+                  traits: TileTraits = TileTraits(), narrow_loads: bool = False) -> ScanConfig:
     """Tile heuristic, from the H200 sweeps in data/h200 (tuning.csv, split_probe*.csv: GAE and
     prefix-sum fp32; tile_probe.csv: every estimator, fp32 and bf16, both layouts). ``wide``:
     many live inputs (V-trace, Retrace), so half the tile; ``retrace``: one-warp tiles up to 256
     steps (its layout changes each cost a block barrier), longer ones with half the others'
     elements a warp; ``itemsize``: bytes of a value input, which sets the run length of
-    batch-major backward tiles; ``long_rows``: the estimator's tiles for rows too few to
-    fill the GPU (:class:`LongRows`); ``narrow_loads``: fp32 outputs of loads narrower than 4
-    bytes (``_launch.narrow_loads``), whose time-major tiles are laid out as 16-bit ones."""
+    batch-major backward tiles; ``traits``: the estimator's tile traits (:class:`TileTraits`);
+    ``narrow_loads``: fp32 outputs of loads narrower than 4 bytes (``_launch.narrow_loads``),
+    whose time-major tiles are laid out as 16-bit ones."""
     if time_major:
         config = _time_major_config(B, T, sms, wide, retrace, 2 if narrow_loads else itemsize,
-                                    long_rows.time_major_two_pass,
-                                    long_rows.time_major_look_back_steps,
-                                    long_rows.time_major_row_warps)
+                                    traits.time_major_two_pass,
+                                    traits.time_major_look_back_steps,
+                                    traits.time_major_row_warps)
         return _runs16(config) if itemsize == 2 and not retrace else config
-    config = _batch_major_config(B, T, sms, wide, retrace, itemsize, long_rows)
+    config = _batch_major_config(B, T, sms, wide, retrace, itemsize, traits)
     return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
 
 
@@ -101,7 +101,7 @@ def run_length(BLOCK_T: int, itemsize: int, retrace: bool) -> int:
 
 
 def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, itemsize: int,
-                        long_rows: LongRows = LongRows()) -> ScanConfig:
+                        traits: TileTraits = TileTraits()) -> ScanConfig:
     if retrace and T <= 256:
         # One warp (4096x128: 12.8 -> 11.4 us), 64 elements up to 32 steps: two rows of 32
         # (32768x32: 63 -> 24 us; roofline.csv), four of 16, eight of 8 (retrace_short.csv,
@@ -158,8 +158,8 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
         # (H100, data/h100/retrace_512.csv: 32-128 rows of 512 steps 0.88-0.92x the time of 4).
         BLOCK_B, BLOCK_T = 1, _pow2(T)
         num_warps = BLOCK_T // (128 if sms >= B else per_warp)
-        if BLOCK_T == 512 and long_rows.warps512 and itemsize == 4 and 16 * sms >= B:
-            num_warps = long_rows.warps512
+        if BLOCK_T == 512 and traits.warps512 and itemsize == 4 and 16 * sms >= B:
+            num_warps = traits.warps512
         if retrace and sms >= B:
             num_warps = max(8, num_warps)
     elif T > 1024 and (not wide or (not retrace and T <= 8192 and
@@ -194,17 +194,17 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
     # time of walking them, V-trace 2x4096 0.59x)
     few_rows = B <= 4 and T >= 4096 and not retrace
     if row_blocks < 2 * sms and (chunks >= 16 or few_rows) and not many_long_rows:
-        return _split_time(B, T, wide, retrace, itemsize, long_rows)
+        return _split_time(B, T, wide, retrace, itemsize, traits)
     if num_warps is None:
         num_warps = max(1, min(8, (BLOCK_B * BLOCK_T) // per_warp))
     return ScanConfig(BLOCK_B, BLOCK_T, num_warps, chunks * BLOCK_T)
 
 
 def _split_time(B: int, T: int, wide: bool, retrace: bool, itemsize: int,
-                long_rows: LongRows) -> ScanConfig:
+                traits: TileTraits) -> ScanConfig:
     """The tile for rows too few to fill the GPU, whose time is split across programs: by
     look-back (``single_pass``) or in two passes over segments."""
-    two_pass_rows, cap16, warps32 = long_rows.two_pass_rows, long_rows.cap16, long_rows.warps32
+    two_pass_rows, cap16, warps32 = traits.two_pass_rows, traits.cap16, traits.warps32
     if B <= 4 and not retrace:
         if B * T > 1 << 20 and (itemsize != 4 or two_pass_rows >= B):
             # Up to four rows of more than 2**20 steps in all: two passes, whose reads the
@@ -221,7 +221,7 @@ def _split_time(B: int, T: int, wide: bool, retrace: bool, itemsize: int,
             if wide or itemsize == 8:
                 steps = 1024
             else:
-                steps = long_rows.two_pass_steps32 if itemsize == 4 else 2048
+                steps = traits.two_pass_steps32 if itemsize == 4 else 2048
             seg = 4096 if steps == 2048 and B * T <= 1 << 21 else 8192
             return ScanConfig(1, steps, 4, seg)
         # Fewer steps, or fp32 with more inputs: look back in one-warp 512-step tiles
@@ -263,7 +263,7 @@ def _split_time(B: int, T: int, wide: bool, retrace: bool, itemsize: int,
                 # to 16x524288: 0.91-0.95x the two capped warps' time; order_tiles.csv, by
                 # launch index, 16x131072 to 64x131072: TD(lambda) 0.80-0.93x, GAE in 512
                 # steps 0.85-0.96x)
-                steps = long_rows.look_back_steps32
+                steps = traits.look_back_steps32
                 return ScanConfig(1, steps, 1, steps, True)
             # Two-warp tiles capped at 80 registers a thread (103 for eligibility traces
             # uncapped: 8 programs an SM, 12 capped; 64x131072: eligibility traces 37.6 ->
@@ -339,20 +339,20 @@ def runs32(config: ScanConfig) -> ScanConfig:
 LOOK_BACK32 = ScanConfig(32, 128, 4, 128, True, _interleaved(32, 128, 4, 4))
 
 
-def wide_walks16(config: ScanConfig, B: int, T: int, sms: int, long_rows: LongRows) -> ScanConfig:
+def wide_walks16(config: ScanConfig, B: int, T: int, sms: int, traits: TileTraits) -> ScanConfig:
     """16-bit rows in the fp32 tile (``_launch.tile_of``) that a 16-env program walks in one pass
     over at least 4 tiles, 32 bytes a step: in 32-env tiles, by look-back (``LOOK_BACK32``) while
-    those programs number under ``long_rows.walk16_share`` of the SMs, else in longer runs
+    those programs number under ``traits.walk16_share`` of the SMs, else in longer runs
     (``runs32``). H100, bf16 (data/h100/bf16_walk_ab.csv and the arms of bf16_walk_rule.csv, two
     rounds each, against the 16-env tile): the decayed sum (eligibility traces, prefix sum; share 1)
     by look-back 0.57-0.58x the time at 2048x1024, 0.77-0.81x at 4096x512 and 4096x1024, in runs
     0.88x at 8192x512; GAE and the returns (share 1/2) by look-back 0.77-0.92x at 2048x1024 and
     2048x512 (1.07-1.57x from 4096 envs), in runs 0.80-0.96x from 3072 envs; 2-tile rows 1.00-1.17x
     both ways. V-trace's runs spill (1.8-2.5x), its look-back 0.94-1.31x."""
-    if (not long_rows.walk16_share or config.BLOCK_B != 16 or config.flip >= 0
+    if (not traits.walk16_share or config.BLOCK_B != 16 or config.flip >= 0
             or config.single_pass or config.seg_len < T or T <= 3 * config.BLOCK_T):
         return config
-    if triton_cdiv(B, 32) < long_rows.walk16_share * sms:
+    if triton_cdiv(B, 32) < traits.walk16_share * sms:
         return LOOK_BACK32
     return runs32(config)
 
@@ -394,8 +394,8 @@ def _time_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool,
     reverse scan (flipped: 3-7 % slower, tile_probe.csv) but for fp32 tiles of few row blocks,
     interleaved, fp32 rows that abound up to 128 steps (``_retrace_rows_abound``) and 16-bit
     tiles up to 128 steps (``_retrace_16bit``).
-    ``two_pass``, ``look_back_steps``, ``row_warps``: :attr:`LongRows.time_major_two_pass`,
-    :attr:`LongRows.time_major_look_back_steps`, :attr:`LongRows.time_major_row_warps`."""
+    ``two_pass``, ``look_back_steps``, ``row_warps``: :attr:`TileTraits.time_major_two_pass`,
+    :attr:`TileTraits.time_major_look_back_steps`, :attr:`TileTraits.time_major_row_warps`."""
     flip = not retrace
     fp32 = itemsize == 4 and not retrace
     if B < 16:

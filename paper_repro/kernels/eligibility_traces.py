@@ -37,7 +37,7 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 DONES = ("dones", "dones2")  # the flags a launch may load four at a time (L.four_loads)
 # 16-bit time-major walks in 32-env tiles: by look-back while the programs number under the
 # SMs, else in runs (``_tiles.wide_walks16``)
-LONG_ROWS = L.LongRows(walk16_share=1.0)
+TILE_TRAITS = L.TileTraits(walk16_share=1.0)
 
 
 @triton.jit
@@ -167,7 +167,7 @@ def reset_sum(x, dones, seed_values, decay: float, previous_done: float, time_di
                              dict(decay=decay, previous_done=previous_done))
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, False))
     o = out.rows
-    config, fours = L.tile_of(rows, o.device, o.element_size(), LONG_ROWS, names=DONES)
+    config, fours = L.tile_of(rows, o.device, o.element_size(), TILE_TRAITS, names=DONES)
     job = Launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(decay),
                  (bool(previous_done), seed is not None, dones2 is not None, fours))

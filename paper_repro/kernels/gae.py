@@ -44,7 +44,7 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # time-major rows of 128 steps from a block an SM in 4 warps (tn_abound.csv, 1024x128: 2.69
 # -> 2.49 us, 2048x128 3.01 -> 2.85). 16-bit time-major walks in 32-env tiles: by look-back
 # under half the SMs, else in runs (``_tiles.wide_walks16``).
-LONG_ROWS = L.LongRows(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512,
+TILE_TRAITS = L.TileTraits(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512,
                       time_major_two_pass=(0, 0), time_major_look_back_steps=128,
                       time_major_row_warps=4, walk16_share=0.5)
 
@@ -222,7 +222,7 @@ def _gae(rewards: torch.Tensor, values: torch.Tensor, terminateds: torch.Tensor,
         return out.set(torch_affine_scan(coef.alpha, coef.beta, coef.carry, True))
     o = out.rows
     t = rows.tensors
-    config, fours = L.tile_of(rows, o.device, o.element_size(), LONG_ROWS)
+    config, fours = L.tile_of(rows, o.device, o.element_size(), TILE_TRAITS)
     # 16-bit rows' one-tile look-back walked: compile-time, bf16 64x131072 took 1.08x the time
     # (look_back_tile_ab.csv, in turn: 23.8 us against 22.0 walked; fp32 1.00x).
     job = Launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,

@@ -41,14 +41,14 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # (tn_sweep.csv, 1024x4096 32.1 -> 27.0 us). Both: 16-bit time-major walks in 32-env tiles, by
 # look-back under half the SMs, else in runs (``_tiles.wide_walks16``); batch-major rows of 512
 # steps in 4 warps (H100, tile_512.csv: 256-2048 rows 0.87-0.94x the time of 2).
-LONG_ROWS = L.LongRows(two_pass_rows=0, warps32=1, time_major_two_pass=(0, 0), walk16_share=0.5,
+TILE_TRAITS = L.TileTraits(two_pass_rows=0, warps32=1, time_major_two_pass=(0, 0), walk16_share=0.5,
                        warps512=4)
 # Of the discounted returns: two passes up to four fp32 rows (split-long, 1x4194304 in one-warp
 # 512-step look-back tiles: 1.12x the time), in 1024-step tiles (split-tile, 2048-step tiles:
 # 4x1048576 1.16x, 1x4194304 1.08x); the fp32 look-back in one warp (split-long, 16x262144 to
 # 16x524288: 0.91-0.95x the time of two capped warps); the 16-bit look-back capped at 128
 # registers (registers.csv, 64x131072 and 16x524288 bf16: 20.9 -> 20.1 us against 168).
-LONG_ROWS_NO_VALUES = L.LongRows(two_pass_rows=4, cap16=128, warps32=1, two_pass_steps32=1024,
+TILE_TRAITS_NO_VALUES = L.TileTraits(two_pass_rows=4, cap16=128, warps32=1, two_pass_steps32=1024,
                                  walk16_share=0.5, warps512=4)
 
 
@@ -187,7 +187,7 @@ def returns_rows(rewards, next_values, terminateds, truncateds, bootstrap_values
     no_values = next_values is None
     t = rows.tensors
     config, fours = L.tile_of(rows, o.device, o.element_size(),
-                              LONG_ROWS_NO_VALUES if no_values else LONG_ROWS)
+                              TILE_TRAITS_NO_VALUES if no_values else TILE_TRAITS)
     job = Launch(returns_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
                  (next_values is not None, truncateds is not None, bootstrap_values is not None,

@@ -42,7 +42,7 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # the 16-bit look-back capped at 128 registers (registers.csv, 64x131072 and 16x524288 bf16:
 # 45.4 -> 42.3 us and 47.3 -> 43.6 against 168 registers uncapped). One-pass time-major rows
 # of 128 steps from a block an SM in 4 warps (tn_abound.csv, 1024x128: 3.21 -> 2.89 us).
-LONG_ROWS = L.LongRows(two_pass_rows=0, cap16=128, time_major_row_warps=4)
+TILE_TRAITS = L.TileTraits(two_pass_rows=0, cap16=128, time_major_row_warps=4)
 
 
 @triton.jit
@@ -226,7 +226,7 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
         return vs_out.set(vs), adv_out.set(adv)
     vs, adv = vs_out.rows, adv_out.rows
     t = rows.tensors
-    config, fours = L.tile_of(rows, vs.device, vs.element_size(), LONG_ROWS, wide=True)
+    config, fours = L.tile_of(rows, vs.device, vs.element_size(), TILE_TRAITS, wide=True)
     # ONE_TILE only for one-row tiles: 4 x 128 and 32 x 32 tiles of one tile ran 10-15 % slower
     # unrolled (data/h200/one_tile_ab.csv), 1 x 512 6 % faster. The compile-time look-back tile
     # likewise, and in fp32 only (look_back_tile_ab.csv, walked against compile-time in turn:
@@ -259,7 +259,7 @@ def vtrace_difference_into(out, ratio, values, rewards, terminateds, next_values
     rows = L.rows_of(1, **dict(zip(("ratio", "values", "rewards", "terminateds", "next_values"),
                                    inputs)))
     config = L.config_for(rows.B, rows.T, rows.stride, out.device, wide=True,
-                          itemsize=out.element_size(), long_rows=LONG_ROWS,
+                          itemsize=out.element_size(), traits=TILE_TRAITS,
                           inputs=(ratio, values, rewards, terminateds, next_values))
     job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out.dtype), out.device,
                  L.layout_ints(rows, out), L.scalar_pairs(gamma, rho_bar, c_bar, gamma * lambda_),
