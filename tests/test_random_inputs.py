@@ -632,7 +632,7 @@ def test_one_long_tile_rules_on_partial_rows(est, N, T, wide, retrace, kernels):
 
 def test_heuristic_returns_rows_of_512_steps_in_four_warps():
     """fp32 batch-major rows of 512 steps, one tile a row: the returns kernel's traits
-    (``warps512``: TD(lambda), discounted returns) take 4 warps up to 16 rows an SM; the
+    (``warps512``: TD(lambda), discounted returns) take 4 warps up to 32 rows an SM; the
     others, 16-bit rows and more rows keep 2 warps from more rows than SMs."""
     from paper_repro.kernels import gae, lambda_returns
 
@@ -642,7 +642,7 @@ def test_heuristic_returns_rows_of_512_steps_in_four_warps():
         return c.num_warps
 
     for traits in (lambda_returns.TILE_TRAITS, lambda_returns.TILE_TRAITS_NO_VALUES):
-        assert [warps(N, traits) for N in (64, 133, 512, 2112, 2113)] == [4, 4, 4, 4, 2]
+        assert [warps(N, traits) for N in (64, 133, 2112, 4224, 4225)] == [4, 4, 4, 4, 2]
         assert warps(512, traits, itemsize=2) == 2
     assert [warps(N, gae.TILE_TRAITS) for N in (64, 133, 512)] == [4, 2, 2]
     assert warps(512, L.TileTraits()) == 2

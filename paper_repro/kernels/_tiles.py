@@ -52,7 +52,7 @@ class TileTraits:
     most a 16-row block an SM (2 from more); ``walk16_share``: the share of the SMs under which
     32-env programs of 16-bit time-major walks look back rather than walk in runs (``wide_walks16``;
     0: neither); ``warps512``: the warps of fp32 batch-major rows of 512 steps, one tile a row, up
-    to 16 rows an SM (0: 256 elements a warp from more rows than SMs)."""
+    to 32 rows an SM (0: 256 elements a warp from more rows than SMs)."""
 
     two_pass_rows: int = 4
     cap16: int = 0
@@ -158,7 +158,9 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
         # (H100, data/h100/retrace_512.csv: 32-128 rows of 512 steps 0.88-0.92x the time of 4).
         BLOCK_B, BLOCK_T = 1, _pow2(T)
         num_warps = BLOCK_T // (128 if sms >= B else per_warp)
-        if BLOCK_T == 512 and traits.warps512 and itemsize == 4 and 16 * sms >= B:
+        # Up to 32 rows an SM (H100 tile_512*.csv: TD(lambda) 0.82-0.92x the time in 4 warps
+        # at 256-4096 rows; more rows unmeasured).
+        if BLOCK_T == 512 and traits.warps512 and itemsize == 4 and 32 * sms >= B:
             num_warps = traits.warps512
         if retrace and sms >= B:
             num_warps = max(8, num_warps)
