@@ -11,6 +11,7 @@ from estimators import ESTIMATORS, LAYOUTS, make_inputs, outputs
 
 import paper_repro as P
 from paper_repro.baselines import reference as ref
+from paper_repro.bench.tile_probe import traits_of
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _plan, affine_scan
 
@@ -235,38 +236,28 @@ def test_16bit_rows_in_32_env_tiles_match_the_reference(est, kernels, launches, 
     assert launches and all(b == 32 for b in launches)
 
 
-def walk_traits():
-    """Each engine kernel's tile traits (``L.TileTraits``) as its calls pass them."""
-    from paper_repro.kernels import eligibility_traces, gae, lambda_returns, vtrace
-
-    return {"gae": gae.TILE_TRAITS, "returns": lambda_returns.TILE_TRAITS,
-            "returns_no_values": lambda_returns.TILE_TRAITS_NO_VALUES,
-            "decayed_sum": eligibility_traces.TILE_TRAITS, "vtrace": vtrace.TILE_TRAITS,
-            "engine": L.TileTraits()}
-
-
 LOOK, RUNS, SAME = "look_back", "runs", "same"
 
 
-@pytest.mark.parametrize("kernel, B, T, want", [
-    ("decayed_sum", 2048, 1024, LOOK), ("decayed_sum", 4096, 512, LOOK),
-    ("decayed_sum", 4096, 1024, LOOK), ("decayed_sum", 8192, 512, RUNS),
-    ("decayed_sum", 2048, 256, SAME), ("decayed_sum", 2048, 512, LOOK),
-    ("decayed_sum", 4192, 512, LOOK), ("decayed_sum", 4224, 512, RUNS),
+@pytest.mark.parametrize("algorithm, B, T, want", [
+    ("eligibility_traces", 2048, 1024, LOOK), ("eligibility_traces", 4096, 512, LOOK),
+    ("eligibility_traces", 4096, 1024, LOOK), ("eligibility_traces", 8192, 512, RUNS),
+    ("eligibility_traces", 2048, 256, SAME), ("eligibility_traces", 2048, 512, LOOK),
+    ("eligibility_traces", 4192, 512, LOOK), ("eligibility_traces", 4224, 512, RUNS),
     ("gae", 2048, 1024, LOOK), ("gae", 4096, 512, RUNS), ("gae", 8192, 512, RUNS),
     ("gae", 2048, 512, LOOK), ("gae", 3072, 1024, RUNS), ("gae", 2048, 256, SAME),
     ("gae", 3968, 384, SAME), ("gae", 2080, 512, LOOK), ("gae", 2112, 512, RUNS),
-    ("returns", 2048, 1024, LOOK), ("returns_no_values", 8192, 512, RUNS),
-    ("vtrace", 2048, 1024, SAME), ("vtrace", 8192, 512, SAME), ("engine", 2048, 1024, SAME),
+    ("lambda_returns", 2048, 1024, LOOK), ("discounted_returns", 8192, 512, RUNS),
+    ("vtrace", 2048, 1024, SAME), ("vtrace", 8192, 512, SAME), ("affine_scan", 2048, 1024, SAME),
     ("gae", 4096, 128, SAME), ("gae", 2048, 4096, SAME)])
-def test_16bit_walks_take_32_env_tiles(kernel, B, T, want):
+def test_16bit_walks_take_32_env_tiles(algorithm, B, T, want):
     """``wide_walks16`` on an H200's 132 SMs: 16-bit rows a 16-env fp32 tile walks in one pass
     over 4 tiles or more look back in 32-env tiles (the decayed sum under one program an SM,
     GAE and the returns under half), else walk 32 envs in longer runs; V-trace and the bare
     engine keep the 16-env tile, as do rows of one tile, walks of 2-3 tiles and the fp32
     look-back."""
     fp32 = L.choose_config(B, T, True, 132, False)
-    got = L.wide_walks16(fp32, B, T, 132, walk_traits()[kernel])
+    got = L.wide_walks16(fp32, B, T, 132, traits_of(algorithm))
     if want == LOOK:
         assert fp32.BLOCK_B == 16 and got == L.ScanConfig(32, 128, 4, 128, True, flip=-8)
     elif want == RUNS:

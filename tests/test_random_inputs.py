@@ -851,14 +851,14 @@ TILE_TRAITS = dict(
                   L.TileTraits(two_pass_rows=0, cap16=128, time_major_row_warps=4)),
     **dict.fromkeys(("gae", "gae_last_value"),
                     L.TileTraits(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512,
-                               time_major_two_pass=(0, 0), time_major_look_back_steps=128,
-                               time_major_row_warps=4, walk16_share=0.5)),
+                                 time_major_two_pass=(0, 0), time_major_look_back_steps=128,
+                                 time_major_row_warps=4, walk16_share=0.5)),
     **dict.fromkeys(("eligibility_traces", "prefix_sum_ends_at", "prefix_sum_starts_at"),
                     L.TileTraits(walk16_share=1.0)),
     lambda_returns=L.TileTraits(two_pass_rows=0, warps32=1, time_major_two_pass=(0, 0),
-                              walk16_share=0.5, warps512=4),
-    discounted_returns=L.TileTraits(cap16=128, warps32=1, two_pass_steps32=1024, walk16_share=0.5,
-                                  warps512=4))
+                                walk16_share=0.5, warps512=4),
+    discounted_returns=L.TileTraits(cap16=128, warps32=1, two_pass_steps32=1024,
+                                    walk16_share=0.5, warps512=4))
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)

@@ -355,13 +355,13 @@ def _capped(cases) -> list:
     (None), then the heuristic's tile under each cap (0: uncapped)."""
     from dataclasses import replace
 
-    from paper_repro.bench.tile_probe import long_row_choices
+    from paper_repro.bench.tile_probe import traits_of
     from paper_repro.kernels import _launch as L
 
     items = []
     for a, n, t, dt, lay, fl, caps in cases:
         tile = L.choose_config(n, t, lay == "TN", 132, a in ("vtrace", "retrace"), a == "retrace",
-                               2 if dt in ("bf16", "fp16") else 4, **long_row_choices(a))
+                               2 if dt in ("bf16", "fp16") else 4, traits=traits_of(a))
         items += [(a, n, t, dt, lay, fl, None)]
         items += [(a, n, t, dt, lay, fl, replace(tile, max_registers=r)) for r in caps]
     return items

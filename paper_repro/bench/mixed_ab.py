@@ -33,6 +33,7 @@ from dataclasses import replace
 import torch
 
 from paper_repro.bench.results import stream_csv
+from paper_repro.bench.tile_probe import traits_of
 from paper_repro.kernels import _launch as L
 
 SHAPES = "4096x128,32768x32,2048x1024,512x4096,64x131072"
@@ -56,17 +57,6 @@ def mixed_case(case):
     if "seed_values" in names:
         kwargs["seed_values"] = torch.zeros(case.num_envs, device=case.args[0].device)
     return replace(case, args=args, kwargs=kwargs)
-
-
-def traits_of(algorithm: str):
-    """The estimator's tile traits (``L.TileTraits``), as its call passes them."""
-    from paper_repro.kernels import eligibility_traces, gae, lambda_returns, vtrace
-
-    return {"gae": gae.TILE_TRAITS, "vtrace": vtrace.TILE_TRAITS,
-            "lambda_returns": lambda_returns.TILE_TRAITS,
-            "discounted_returns": lambda_returns.TILE_TRAITS_NO_VALUES,
-            "eligibility_traces": eligibility_traces.TILE_TRAITS,
-            "prefix_sum": eligibility_traces.TILE_TRAITS}.get(algorithm, L.TileTraits())
 
 
 def _scan_rows(N, T, inputs, rounds):

@@ -42,8 +42,8 @@ def forced_tile(shipped: L.ScanConfig, T: int, tile: tuple[int, int, int]) -> L.
 def shipped_config(algorithm: str, N: int, T: int, device) -> L.ScanConfig:
     """The fp32 batch-major tile ``algorithm`` ships at ``N x T``: V-trace's and Retrace's
     wide tiles (Retrace's own rules) apart from the five narrow estimators', each with its
-    own traits (``mixed_ab.traits_of``)."""
-    from paper_repro.bench.mixed_ab import traits_of
+    own traits (``tile_probe.traits_of``)."""
+    from paper_repro.bench.tile_probe import traits_of
 
     wide = algorithm in ("vtrace", "retrace")
     return L.config_for(N, T, (T, 1), device, wide=wide, retrace=algorithm == "retrace",

@@ -247,7 +247,7 @@ def _sweep(pairs, writer, f):
             current = (a, N, T, dtype, layout)
             case, prep, want = prepared(a, N, T, dtype, layout, flags)
         shipped = L.choose_config(N, T, layout == "TN", sms, a in WIDE, a == "retrace",
-                                  2 if dtype == "bf16" else 4, **long_row_choices(a))
+                                  2 if dtype == "bf16" else 4, traits=traits_of(a))
         if cfg is not None and cfg == shipped:
             continue
         tile = shipped if cfg is None else cfg
@@ -325,20 +325,16 @@ def _backward_runs(case, cfg):
 FORWARD = ("eligibility_traces", "prefix_sum")
 
 
-def long_row_choices(algorithm: str) -> dict:
-    """The estimator's keyword to the heuristic: its tiles for rows too few to fill the GPU
-    (``traits``, :class:`~paper_repro.kernels._launch.TileTraits`)."""
-    from paper_repro.kernels import _launch as L
+def traits_of(algorithm: str):
+    """The estimator's tile traits (:class:`~paper_repro.kernels._launch.TileTraits`) as its
+    call passes them to the heuristic; the default for Retrace and the bare engine."""
     from paper_repro.kernels import eligibility_traces, gae, lambda_returns, vtrace
 
-    modules = {"discounted_returns": lambda_returns, "lambda_returns": lambda_returns,
-               "gae": gae, "vtrace": vtrace, "eligibility_traces": eligibility_traces,
-               "prefix_sum": eligibility_traces}
-    m = modules.get(algorithm)
-    if m is None:  # Retrace
-        return {}
-    no_values = "_NO_VALUES" if algorithm == "discounted_returns" else ""
-    return {"traits": getattr(m, "TILE_TRAITS" + no_values, L.TileTraits())}
+    return {"gae": gae.TILE_TRAITS, "vtrace": vtrace.TILE_TRAITS,
+            "lambda_returns": lambda_returns.TILE_TRAITS,
+            "discounted_returns": lambda_returns.TILE_TRAITS_NO_VALUES,
+            "eligibility_traces": eligibility_traces.TILE_TRAITS,
+            "prefix_sum": eligibility_traces.TILE_TRAITS}.get(algorithm, L.TileTraits())
 
 
 if __name__ == "__main__":

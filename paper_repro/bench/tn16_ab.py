@@ -23,7 +23,8 @@ from dataclasses import replace
 
 import torch
 
-from paper_repro.bench.mixed_ab import run, timed_arms, traits_of
+from paper_repro.bench.mixed_ab import run, timed_arms
+from paper_repro.bench.tile_probe import traits_of
 from paper_repro.kernels import _launch as L
 
 SHAPES = "4096x128,32768x32,2048x1024,512x4096,64x131072"
