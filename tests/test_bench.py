@@ -1360,6 +1360,7 @@ def test_tile_ab_rows(monkeypatch, tmp_path):
 
     from paper_repro.bench import forced, providers
     from paper_repro.bench import tile_ab as TA
+    from paper_repro.bench.tile_probe import traits_of
 
     assert TA.parse_tile("32x128w16") == (32, 128, 16)
     seen = []
@@ -1369,7 +1370,8 @@ def test_tile_ab_rows(monkeypatch, tmp_path):
         return 1e-6, 2.0
 
     case = type("Case", (), {"args": (torch.zeros(1),)})
-    monkeypatch.setattr(forced, "prepared", lambda *a: (case, None, None))
+    asked = []
+    monkeypatch.setattr(forced, "prepared", lambda *a: asked.append(a[3:]) or (case, None, None))
     monkeypatch.setattr(forced, "forced_time", forced_time)
     monkeypatch.setattr("paper_repro.tuning.device_time_us", lambda call: 3.0)
     monkeypatch.setattr(providers, "_rl_triton", lambda c: type("P", (), {"call": None}))
@@ -1377,6 +1379,7 @@ def test_tile_ab_rows(monkeypatch, tmp_path):
     TA.main(["--out", str(out), "--shapes", "4x300,8x2048", "--algorithms", "gae",
              "--tiles", "1x512w4,2x2048w8"])
     rows = list(csv.DictReader(out.read_text().splitlines()))
+    assert asked == [("fp32", "NT", "float")] * 2 and {r["dtype"] for r in rows} == {"fp32"}
     assert [r["tile"].split()[0] for r in rows] == [
         "shipped", "1x512w4", "rl-triton", "shipped", "1x512w4", "2x2048w8", "rl-triton"]
     assert [r["device_us"] for r in rows if r["tile"] == "rl-triton"] == ["3.0", "3.0"]
@@ -1395,6 +1398,16 @@ def test_tile_ab_rows(monkeypatch, tmp_path):
     # each estimator's traits: the returns' rows of 512 steps in 4 warps, GAE's in 2
     assert [TA.shipped_config(a, 16, 512, cpu).num_warps for a in ("lambda_returns", "gae")] \
         == [4, 2]
+    # bf16: the roofline's bf16 cells (bool flags), from the 16-bit tile's rules
+    asked.clear()
+    TA.main(["--out", str(out), "--shapes", "8x2048", "--algorithms", "gae", "--tiles",
+             "1x512w4", "--dtype", "bf16", "--no-peer"])
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    assert asked == [("bf16", "NT", "bool")] and [r["dtype"] for r in rows] == ["bf16"] * 2
+    assert TA.shipped_config("gae", 512, 4096, cpu, 2) == L.config_for(
+        512, 4096, (4096, 1), cpu, itemsize=2, traits=traits_of("gae"))
+    assert TA.shipped_config("gae", 512, 4096, cpu, 2) != TA.shipped_config(
+        "gae", 512, 4096, cpu)
 
 
 def _cpu_cases(monkeypatch, forced_configs):

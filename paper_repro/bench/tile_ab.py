@@ -1,9 +1,10 @@
 """Forced batch-major tiles against the shipped one (and rl-triton's call) at chosen shapes.
 
 ``python -m paper_repro.bench.tile_ab [--out FILE] [--shapes 512x2048,...]
-[--algorithms gae,...] [--tiles 1x2048w8,...] [--repeats 3] [--no-peer]``
+[--algorithms gae,...] [--tiles 1x2048w8,...] [--repeats 3] [--no-peer] [--dtype bf16]``
 
-(CUDA) Per estimator and shape, fp32 batch-major: the shipped tile, then each of ``--tiles``
+(CUDA) Per estimator and shape, batch-major, fp32 (float flags) or bf16 (bool flags, as the
+roofline's bf16 cells): the shipped tile, then each of ``--tiles``
 (``BxTwW``: rows, steps and warps of a program, a whole row a program, the shipped run
 length) forced through ``L.force_config``, then rl-triton's call on the same inputs, each the
 minimum over ``repeats`` of the device time by CUDA-graph replay (``forced.forced_time``).
@@ -39,24 +40,25 @@ def forced_tile(shipped: L.ScanConfig, T: int, tile: tuple[int, int, int]) -> L.
                    seg_len=-(-T // steps) * steps, single_pass=False)
 
 
-def shipped_config(algorithm: str, N: int, T: int, device) -> L.ScanConfig:
-    """The fp32 batch-major tile ``algorithm`` ships at ``N x T``: V-trace's and Retrace's
-    wide tiles (Retrace's own rules) apart from the five narrow estimators', each with its
-    own traits (``tile_probe.traits_of``)."""
+def shipped_config(algorithm: str, N: int, T: int, device, itemsize: int = 4) -> L.ScanConfig:
+    """The batch-major tile ``algorithm`` ships at ``N x T`` for values of ``itemsize`` bytes:
+    V-trace's and Retrace's wide tiles (Retrace's own rules) apart from the five narrow
+    estimators', each with its own traits (``tile_probe.traits_of``)."""
     from paper_repro.bench.tile_probe import traits_of
 
     wide = algorithm in ("vtrace", "retrace")
     return L.config_for(N, T, (T, 1), device, wide=wide, retrace=algorithm == "retrace",
-                        traits=traits_of(algorithm))
+                        itemsize=itemsize, traits=traits_of(algorithm))
 
 
-def _case_rows(algorithm, N, T, tiles, repeats, peer):
+def _case_rows(algorithm, N, T, tiles, repeats, peer, dtype="fp32"):
     from paper_repro.bench.forced import forced_time, prepared
     from paper_repro.tuning import device_time_us
 
-    case, prep, want = prepared(algorithm, N, T, "fp32", "NT", "float")
-    shipped = shipped_config(algorithm, N, T, case.args[0].device)
-    row = dict(algorithm=algorithm, num_envs=N, seq_len=T, dtype="fp32", layout="NT")
+    flags, itemsize = ("bool", 2) if dtype == "bf16" else ("float", 4)
+    case, prep, want = prepared(algorithm, N, T, dtype, "NT", flags)
+    shipped = shipped_config(algorithm, N, T, case.args[0].device, itemsize)
+    row = dict(algorithm=algorithm, num_envs=N, seq_len=T, dtype=dtype, layout="NT")
     _, us = forced_time(prep, want, None, repeats=repeats)
     name = f"shipped {shipped.BLOCK_B}x{shipped.BLOCK_T}w{shipped.num_warps}"
     yield dict(row, tile=name, device_us=round(us, 3), max_abs_diff=0.0)
@@ -82,11 +84,12 @@ def main(argv=None):
     p.add_argument("--tiles", default=TILES)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-peer", action="store_true", help="leave rl-triton out")
+    p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
     args = p.parse_args(argv)
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     tiles = [parse_tile(t) for t in args.tiles.split(",")]
     rows = (row for N, T in shapes for a in args.algorithms.split(",")
-            for row in _case_rows(a, N, T, tiles, args.repeats, not args.no_peer))
+            for row in _case_rows(a, N, T, tiles, args.repeats, not args.no_peer, args.dtype))
     stream_csv(args.out, COLUMNS, rows)
 
 
