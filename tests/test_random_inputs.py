@@ -587,7 +587,9 @@ def test_heuristic_rows_up_to_2048_steps_in_one_tile():
     """fp32 rows of 1025-2048 steps take one 2048-step tile, a row a program: the estimators
     with few inputs and Retrace (from more than two rows an SM) in 8 warps, V-trace (from five
     rows) in 16;
-    16-bit rows still walk smaller tiles, and rows as many as 32 an SM keep the 32x128 tiles."""
+    16-bit Retrace rows still walk smaller tiles (the other 16-bit rows:
+    ``test_heuristic_16bit_rows_in_one_tile``), and rows as many as 32 an SM keep the 32x128
+    tiles."""
     def tile(N, T, wide=False, retrace=False, itemsize=4):
         c = L.choose_config(N, T, False, 132, wide, retrace, itemsize)
         return c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len
@@ -600,34 +602,35 @@ def test_heuristic_rows_up_to_2048_steps_in_one_tile():
     for N in (512, 1024, 4096):
         assert tile(N, 2048, True, True) == (1, 2048, 8, 2048), N
     assert tile(128, 2048, True, True) == (1, 2048, 16, 2048)  # a row an SM: 16 warps, as before
-    assert tile(512, 2048, itemsize=2)[1] == 1024
-    assert tile(512, 2048, True, itemsize=2)[1] < 2048
-    assert tile(512, 2048, True, True, itemsize=2)[1] < 2048
+    assert tile(512, 2048, True, True, itemsize=2)[1] < 2048  # 16-bit Retrace walks
     assert L.choose_config(8192, 2048, False, 132, False).BLOCK_B == 32
     assert L.choose_config(512, 1024, False, 132, False).BLOCK_T == 1024
 
 
-# (N, T, wide, retrace): the rule's estimators are those of its kind (V-trace wide, Retrace
-# wide and retrace, the others neither)
-ONE_LONG_TILE = [(3, 3100, False, False), (3, 1500, True, False), (5, 1500, True, True)]
+# (N, T, wide, retrace, dtype): the rule's estimators are those of its kind (V-trace wide,
+# Retrace wide and retrace, the others neither)
+ONE_LONG_TILE = [(3, 3100, False, False, torch.float32), (3, 1500, True, False, torch.float32),
+                 (5, 1500, True, True, torch.float32), (3, 3100, False, False, torch.bfloat16),
+                 (3, 1500, False, False, torch.bfloat16), (3, 3100, True, False, torch.bfloat16),
+                 (3, 1500, True, False, torch.bfloat16)]
 _KIND = {"vtrace": (True, False), "retrace": (True, True)}
 ONE_LONG_TILE_CASES = [(est, *case) for case in ONE_LONG_TILE for est in ESTIMATORS
-                       if _KIND.get(est.kernel, (False, False)) == case[2:]]
+                       if _KIND.get(est.kernel, (False, False)) == case[2:4]]
 
 
-@pytest.mark.parametrize("est, N, T, wide, retrace", ONE_LONG_TILE_CASES,
-                         ids=[f"{c[0].name}-{c[2]}" for c in ONE_LONG_TILE_CASES])
+@pytest.mark.parametrize("est, N, T, wide, retrace, dtype", ONE_LONG_TILE_CASES,
+                         ids=[f"{c[0].name}-{c[2]}-{c[5]}" for c in ONE_LONG_TILE_CASES])
 @pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
-def test_one_long_tile_rules_on_partial_rows(est, N, T, wide, retrace, kernels):
-    """The tiles of the 2048- and 4096-step rules (a row a program, one tile, 8 or 16 warps)
-    as the 132-SM heuristic gives them, on rows that fill only part of the tile: the
-    reference's results."""
+def test_one_long_tile_rules_on_partial_rows(est, N, T, wide, retrace, dtype, kernels):
+    """The tiles of the 2048- and 4096-step rules (a row a program, one tile, 4-16 warps) as
+    the 132-SM heuristic gives them for the dtype, on rows that fill only part of the tile:
+    the reference's results."""
     config = L.choose_config(*((128, 4096) if T > 2048 else (512, 2048)), False, 132, wide,
-                             retrace)
-    assert config.BLOCK_B == 1 and config.BLOCK_T >= T and config.num_warps >= 8
-    d = make_inputs(N, T, device=device_of(kernels))
+                             retrace, dtype.itemsize)
+    assert config.BLOCK_B == 1 and config.BLOCK_T >= T and config.num_warps >= 4
+    d = make_inputs(N, T, dtype=dtype, device=device_of(kernels))
     with kernels_on(kernels), L.force_config(replace(config, seg_len=config.BLOCK_T)):
-        check(est, d, TOL[torch.float32])
+        check(est, d, TOL[dtype])
 
 
 def test_heuristic_returns_rows_of_512_steps_in_four_warps():
@@ -663,8 +666,32 @@ def test_heuristic_few_rows_of_4096_steps_in_one_tile():
     assert tile(256, 3000)[1] == 1024
     assert tile(256, 4096, True)[1] < 4096
     assert tile(256, 4096, True, True)[1] < 4096
-    assert tile(256, 4096, itemsize=2)[1] < 4096
     assert L.choose_config(4, 4096, False, 132, False).single_pass
+
+
+def test_heuristic_16bit_rows_in_one_tile():
+    """16-bit batch-major rows of 1025-2048 and 3073-4096 steps, from five rows to fewer than 32
+    an SM, take one tile a row: 512 steps a warp, V-trace's 256; Retrace's rows, rows of 3072
+    steps, up to four rows (split in time) and rows as many as 32 an SM do not."""
+    def tile(N, T, wide=False, retrace=False, sms=132):
+        c = L.choose_config(N, T, False, sms, wide, retrace, 2)
+        return c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len
+
+    for N in (5, 128, 512, 4223):
+        for T in (3073, 4096):
+            assert tile(N, T) == (1, 4096, 8, 4096), (N, T)
+            assert tile(N, T, True) == (1, 4096, 16, 4096), (N, T)
+        for T in (1025, 2048):
+            assert tile(N, T) == (1, 2048, 4, 2048), (N, T)
+            assert tile(N, T, True) == (1, 2048, 8, 2048), (N, T)
+    for T in (1024, 2049, 3072, 4097):
+        assert tile(512, T)[1] < 2048 and tile(512, T, True)[1] < 2048, T
+    assert tile(4224, 4096)[:3] == (32, 128, 16)
+    assert tile(4224, 4096, True)[1] < 4096
+    assert tile(8000, 4096, sms=256) == (1, 4096, 8, 4096)  # under 32 rows an SM of a larger GPU
+    assert tile(512, 4096, True, True)[1] < 4096
+    assert tile(512, 2048, True, True)[1] < 2048
+    assert L.choose_config(4, 4096, False, 132, False, itemsize=2).single_pass
 
 
 def test_heuristic_splits():
@@ -714,9 +741,9 @@ def test_heuristic_splits():
     assert L.choose_config(264, 4096, False, 132, True) == walk  # V-trace, two rows an SM
     assert L.choose_config(8, 4096, False, 132, True) == walk
     assert L.choose_config(265, 4096, False, 132, True).BLOCK_T == 512
-    assert L.choose_config(528, 4096, False, 132, True, itemsize=2) == \
-        L.ScanConfig(1, 1024, 4, 4096, flip=8)  # 16-bit: four rows an SM
-    assert L.choose_config(529, 4096, False, 132, True, itemsize=2).BLOCK_T == 512
+    assert L.choose_config(528, 8192, False, 132, True, itemsize=2) == \
+        L.ScanConfig(1, 1024, 4, 8192, flip=8)  # 16-bit: four rows an SM
+    assert L.choose_config(529, 8192, False, 132, True, itemsize=2).BLOCK_T == 512
     assert L.choose_config(512, 16384, False, 132, True).BLOCK_T == 512
     assert L.choose_config(512, 4096, False, 132, True, True).BLOCK_T == 512  # Retrace
     assert kind(4, 1048576, retrace=True) == "look-back"

@@ -145,6 +145,14 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
         # 32-256 rows: 0.72-0.99x the time of the 1024-step walk, eligibility traces 64x4096
         # 3.79 -> 2.91 us against rl-triton's 2.93; 384 rows 0.93-1.11x, 512 up to 1.33x).
         BLOCK_B, BLOCK_T, num_warps = 1, 4096, 8
+    elif (not retrace and itemsize == 2 and (1024 < T <= 2048 or 3072 < T <= 4096)
+          and 4 < B < 32 * sms):
+        # 16-bit rows of 1025-2048 or 3073-4096 steps in one tile, no walk: 512 steps a warp,
+        # V-trace's in twice the warps (H100, tile_bf16.csv, bf16 against the walk of 1024-step
+        # tiles in 4 warps: 128-4096 rows x 4096 0.73-0.98x the time, 512x4096 prefix sum 4.49
+        # -> 3.60 us, V-trace 0.77-0.96x; 512 and 2048 rows x 2048 0.78-0.92x; x 3072 mixed).
+        BLOCK_B, BLOCK_T = 1, _pow2(T)
+        num_warps = BLOCK_T // (256 if wide else 512)
     elif not wide and itemsize == 4 and 1024 < T <= 2048:
         # One fp32 tile of 2048 steps in 8 warps, no walk (H100, data/h100/tile_2048.csv, against
         # two 1024-step tiles in 4: 128-1024 rows 0.81-0.94x the time, 512x2048 prefix sum 3.94
