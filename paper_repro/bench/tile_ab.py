@@ -6,7 +6,7 @@
 (CUDA) Per estimator and shape, batch-major, fp32 (float flags) or bf16 (bool flags, as the
 roofline's bf16 cells): the shipped tile, then each of ``--tiles``
 (``BxTwW``: rows, steps and warps of a program, a whole row a program, the shipped run
-length) forced through ``L.force_config``, then rl-triton's call on the same inputs, each the
+length) forced through ``L.force_config``, then (fp32) rl-triton's call on the same inputs, each the
 minimum over ``repeats`` of the device time by CUDA-graph replay (``forced.forced_time``).
 A forced tile's largest difference from the shipped tile's output is kept (a race or a bad
 tile shows there). A tile of at least twice the row's steps is skipped.
@@ -68,7 +68,7 @@ def _case_rows(algorithm, N, T, tiles, repeats, peer, dtype="fp32"):
         diff, us = forced_time(prep, want, forced_tile(shipped, T, tile), repeats=repeats)
         yield dict(row, tile="{}x{}w{}".format(*tile), device_us=round(us, 3),
                    max_abs_diff=f"{diff:.3g}")
-    if peer:
+    if peer and dtype == "fp32":  # rl-triton's kernels take fp32 alone
         from paper_repro.bench.providers import _rl_triton
 
         call = _rl_triton(case).call
@@ -83,7 +83,7 @@ def main(argv=None):
     p.add_argument("--algorithms", default=ALGORITHMS)
     p.add_argument("--tiles", default=TILES)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--no-peer", action="store_true", help="leave rl-triton out")
+    p.add_argument("--no-peer", action="store_true", help="leave rl-triton out (bf16: always)")
     p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
     args = p.parse_args(argv)
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
