@@ -4,10 +4,10 @@
 [--algorithms gae,...] [--tiles 1x2048w8,...] [--repeats 3] [--no-peer] [--dtype bf16]``
 
 (CUDA) Per estimator and shape, batch-major, fp32 (float flags) or bf16 (bool flags, as the
-roofline's bf16 cells): the shipped tile, then each of ``--tiles``
-(``BxTwW``: rows, steps and warps of a program, a whole row a program, the shipped run
-length) forced through ``L.force_config``, then (fp32) rl-triton's call on the same inputs, each the
-minimum over ``repeats`` of the device time by CUDA-graph replay (``forced.forced_time``).
+roofline's bf16 cells): the shipped tile, then each of ``--tiles`` (``BxTwW``: rows, steps
+and warps of a program, a whole row a program, the shipped run length) forced through
+``L.force_config``, then (fp32) rl-triton's call on the same inputs, each the minimum over
+``repeats`` of the device time by CUDA-graph replay (``forced.forced_time``).
 A forced tile's largest difference from the shipped tile's output is kept (a race or a bad
 tile shows there). A tile of at least twice the row's steps is skipped.
 """
