@@ -653,8 +653,8 @@ def test_heuristic_returns_rows_of_512_steps_in_four_warps():
 
 def test_heuristic_few_rows_of_4096_steps_in_one_tile():
     """fp32 rows of 3073-4096 steps of the estimators with few inputs, up to two an SM, take
-    one 4096-step tile in 8 warps; more rows, V-trace's, Retrace's, 16-bit rows, shorter rows
-    and up to four rows (split in time) do not."""
+    one 4096-step tile in 8 warps; more rows, fp32 V-trace's, Retrace's, shorter rows and up
+    to four rows (split in time) do not (16-bit rows: ``test_heuristic_16bit_rows_in_one_tile``)."""
     def tile(N, T, wide=False, retrace=False, itemsize=4, sms=132):
         c = L.choose_config(N, T, False, sms, wide, retrace, itemsize)
         return c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len
