@@ -1527,3 +1527,37 @@ def test_tn16_ab_rows(monkeypatch, tmp_path):
         ("bool_flags", "shipped", "32x16w1/1"), ("bool_flags", "interleaved", "32x16w1/-2")]
     # every arm forced: the 16-bit tile, loads as Triton vectorises them
     assert [c.flip for c in seen if c is not None] == [-2, 1, 1, -2]
+
+
+def test_rows16_ab_rows(monkeypatch, tmp_path):
+    """The 16-bit rows' A/B times the shipped tile against rows split by look-back up to 8192
+    steps and, beyond, the one-warp look-back's variants, each arm once (none equal to the
+    shipped tile); the bare engine backward against forward (timing stubbed: it needs CUDA)."""
+    import csv
+
+    from paper_repro.bench import rows16_ab as RB
+    from paper_repro.kernels import _launch as L
+
+    seen = []
+    _cpu_cases(monkeypatch, seen)
+    monkeypatch.setattr(L, "num_sms", lambda device: 132)
+    out = tmp_path / "rows16_ab.csv"
+    RB.main(["--out", str(out), "--shapes", "8x40,2x16384", "--algorithms",
+             "affine_scan,discounted_returns", "--rounds", "2"])
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    arms = {(r["algorithm"], r["seq_len"]): [] for r in rows}
+    for r in rows:
+        arms[r["algorithm"], r["seq_len"]].append(r["arm"])
+    assert arms["affine_scan", "40"] == ["reverse", "forward", "forward", "reverse"]
+    split = ["shipped", "lb2048w8", "lb2048w4", "lb1024w4", "lb1024w2"]
+    assert arms["discounted_returns", "40"] == split + split[::-1]
+    long = arms["discounted_returns", "16384"]
+    assert long[:len(long) // 2] == long[len(long) // 2:][::-1]
+    # shipped: 512-step one-warp tiles, uncapped, so cap0 and t512w1 would repeat it
+    assert long[:4] == ["shipped", "flip0", "cap128", "t2048w2"]
+    shipped = L.config_for(2, 16384, (16384, 1), "cpu", itemsize=2,
+                           traits=RB.traits_of("discounted_returns"))
+    forced = [c for c in seen if c is not None]
+    assert shipped not in forced and len(set(forced)) == len(forced) // 2
+    assert all(c.single_pass for c in forced[:4]) and [c.BLOCK_T for c in forced[:4]] == [
+        2048, 2048, 1024, 1024]

@@ -1,0 +1,102 @@
+"""Batch-major 16-bit rows: the shipped tile against forced alternatives, and the bare engine's
+backward scan against its forward one on the same bytes.
+
+``python -m paper_repro.bench.rows16_ab [--out FILE] [--shapes 64x131072,...]
+[--algorithms discounted_returns,...] [--inputs bf16,fp32] [--rounds 2]``
+
+(CUDA) Per estimator, shape and input set, batch-major: ``bf16`` (bf16 values, bool flags: the
+roofline's bf16 cells) or ``fp32`` (float flags). The arms in turn each round, the order
+reversed every other round, forced through ``L.force_config``: ``shipped``; rows of at most
+8192 steps also split across programs by look-back, one tile a program (``lb<steps>w<warps>``);
+longer rows, which the shipped one-warp look-back serves, under Triton's reverse scan
+(``flip0``), uncapped and capped at 128 registers (``cap0``, ``cap128``) and in tiles of 512
+and 2048 steps (``t512w1``, ``t2048w2``); an arm equal to an earlier one is left out.
+``affine_scan`` (the bare engine, its coefficients in the input set's dtype) runs ``reverse``
+(the five backward estimators' direction) against ``forward``: the same tile and bytes, so the
+difference is the direction's. Device time by CUDA-graph replay, minimum of two, and the
+largest difference from the shipped call's output (``affine_scan``: from its own direction's).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from paper_repro.bench.mixed_ab import run, timed_arms
+from paper_repro.bench.tile_probe import traits_of
+from paper_repro.kernels import _launch as L
+
+SHAPES = "64x131072,512x4096,4x1048576"
+ALGORITHMS = "affine_scan,discounted_returns,prefix_sum,gae,lambda_returns,eligibility_traces"
+INPUTS = "bf16"
+SPLITS = ((2048, 8), (2048, 4), (1024, 4), (1024, 2))  # look-back tiles: steps, warps
+
+
+def forced_arms(shipped: L.ScanConfig, T: int) -> dict:
+    """Name -> forced config of the alternatives to ``shipped`` over rows of ``T`` steps, those
+    equal to ``shipped`` or to an earlier arm left out."""
+    if T <= 8192:
+        flip = shipped.flip or 8
+        arms = {f"lb{steps}w{warps}": L.ScanConfig(1, steps, warps, steps, True, flip=flip)
+                for steps, warps in SPLITS}
+    else:
+        arms = {"flip0": replace(shipped, flip=0), "cap0": replace(shipped, max_registers=0),
+                "cap128": replace(shipped, max_registers=128),
+                "t512w1": replace(shipped, BLOCK_T=512, num_warps=1, seg_len=512),
+                "t2048w2": replace(shipped, BLOCK_T=2048, num_warps=2, seg_len=2048)}
+    seen, kept = {shipped}, {}
+    for name, config in arms.items():
+        if config not in seen:
+            seen.add(config)
+            kept[name] = config
+    return kept
+
+
+def _scan_rows(N, T, inputs, rounds):
+    """``affine_scan`` on ``[N, T]`` coefficients, backward against forward."""
+    import paper_repro as P
+    from paper_repro.bench.forced import forced_time
+    from paper_repro.bench.providers import Prepared
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if inputs == "bf16" else torch.float32
+    g = torch.Generator(device=device).manual_seed(0)
+    alpha = torch.randn(N, T, device=device, generator=g).to(dtype)
+    beta = (0.99 * torch.rand(N, T, device=device, generator=g)).to(dtype)
+    preps = {arm: Prepared(lambda r=arm == "reverse": P.affine_scan(alpha, beta, reverse=r),
+                           lambda y: (y,)) for arm in ("reverse", "forward")}
+    wants = {arm: [y.double() for y in p.outputs(p.call())] for arm, p in preps.items()}
+    c = L.config_for(N, T, (T, 1), alpha.device, itemsize=dtype.itemsize)
+    row = {"algorithm": "affine_scan", "num_envs": N, "seq_len": T, "layout": "NT",
+           "inputs": inputs, "config": f"{c.BLOCK_B}x{c.BLOCK_T}w{c.num_warps}/{int(c.flip)}"}
+    for r in range(rounds):
+        for arm in list(preps) if r % 2 == 0 else list(preps)[::-1]:
+            diff, us = forced_time(preps[arm], wants[arm], None, repeats=2)
+            yield dict(row, round=r, arm=arm, device_us=round(us, 3),
+                       max_abs_diff=f"{diff:.3g}")
+
+
+def _rows(algorithm, N, T, inputs, rounds):
+    from paper_repro.bench.forced import prepared
+
+    if algorithm == "affine_scan":
+        yield from _scan_rows(N, T, inputs, rounds)
+        return
+    bf16 = inputs == "bf16"
+    case, prep, want = prepared(algorithm, N, T, "bf16" if bf16 else "fp32", "NT",
+                                "bool" if bf16 else "float")
+    shipped = L.config_for(N, T, (T, 1), case.args[0].device, wide=algorithm == "vtrace",
+                           itemsize=2 if bf16 else 4, traits=traits_of(algorithm))
+    arms = {"shipped": (prep, None, shipped)}
+    arms.update({name: (prep, c, c) for name, c in forced_arms(shipped, T).items()})
+    row = {"algorithm": algorithm, "num_envs": N, "seq_len": T, "layout": "NT",
+           "inputs": inputs}
+    yield from timed_arms(row, arms, want, rounds)
+
+
+def main(argv=None):
+    run(argv, __doc__, SHAPES, ALGORITHMS, INPUTS, _rows)
+
+
+if __name__ == "__main__":
+    main()
