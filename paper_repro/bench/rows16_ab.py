@@ -8,7 +8,7 @@ backward scan against its forward one on the same bytes.
 roofline's bf16 cells) or ``fp32`` (float flags). The arms in turn each round, the order
 reversed every other round, forced through ``L.force_config``: ``shipped``; rows of at most
 8192 steps also split across programs by look-back, one tile a program (``lb<steps>w<warps>``);
-longer rows, which the shipped one-warp look-back serves, under Triton's reverse scan
+longer rows, where the shipped tile is a one-warp look-back, under Triton's reverse scan
 (``flip0``), uncapped and capped at 128 registers (``cap0``, ``cap128``) and in tiles of 512
 and 2048 steps (``t512w1``, ``t2048w2``); an arm equal to an earlier one is left out.
 ``affine_scan`` (the bare engine, its coefficients in the input set's dtype) runs ``reverse``
@@ -26,7 +26,7 @@ from paper_repro.bench.mixed_ab import run, timed_arms
 from paper_repro.bench.tile_probe import traits_of
 from paper_repro.kernels import _launch as L
 
-SHAPES = "64x131072,512x4096,4x1048576"
+SHAPES = "64x131072,512x4096"
 ALGORITHMS = "affine_scan,discounted_returns,prefix_sum,gae,lambda_returns,eligibility_traces"
 INPUTS = "bf16"
 SPLITS = ((2048, 8), (2048, 4), (1024, 4), (1024, 2))  # look-back tiles: steps, warps
@@ -39,6 +39,8 @@ def forced_arms(shipped: L.ScanConfig, T: int) -> dict:
         flip = shipped.flip or 8
         arms = {f"lb{steps}w{warps}": L.ScanConfig(1, steps, warps, steps, True, flip=flip)
                 for steps, warps in SPLITS}
+    elif not shipped.single_pass:  # two passes: the long-row probes' (``bench.long_probe``)
+        arms = {}
     else:
         arms = {"flip0": replace(shipped, flip=0), "cap0": replace(shipped, max_registers=0),
                 "cap128": replace(shipped, max_registers=128),
