@@ -1555,9 +1555,9 @@ def test_rows16_ab_rows(monkeypatch, tmp_path):
     assert long[:len(long) // 2] == long[len(long) // 2:][::-1]
     # shipped: 512-step one-warp tiles, uncapped, so cap0 and t512w1 would repeat it
     assert long[:4] == ["shipped", "flip0", "cap128", "t2048w2"]
-    shipped = L.config_for(2, 16384, (16384, 1), "cpu", itemsize=2,
-                           traits=RB.traits_of("discounted_returns"))
+    shipped = RB.shipped_config("discounted_returns", 2, 16384, "cpu", 2)
     forced = [c for c in seen if c is not None]
     assert shipped not in forced and len(set(forced)) == len(forced) // 2
     assert all(c.single_pass for c in forced[:4]) and [c.BLOCK_T for c in forced[:4]] == [
         2048, 2048, 1024, 1024]
+    assert {c.flip for c in forced[:4]} == {8}  # the shipped run length of bf16

@@ -23,7 +23,7 @@ from dataclasses import replace
 import torch
 
 from paper_repro.bench.mixed_ab import run, timed_arms
-from paper_repro.bench.tile_probe import traits_of
+from paper_repro.bench.tile_ab import shipped_config
 from paper_repro.kernels import _launch as L
 
 SHAPES = "64x131072,512x4096"
@@ -36,8 +36,8 @@ def forced_arms(shipped: L.ScanConfig, T: int) -> dict:
     """Name -> forced config of the alternatives to ``shipped`` over rows of ``T`` steps, those
     equal to ``shipped`` or to an earlier arm left out."""
     if T <= 8192:
-        flip = shipped.flip or 8
-        arms = {f"lb{steps}w{warps}": L.ScanConfig(1, steps, warps, steps, True, flip=flip)
+        arms = {f"lb{steps}w{warps}": L.ScanConfig(1, steps, warps, steps, True,
+                                                   flip=shipped.flip)
                 for steps, warps in SPLITS}
     elif not shipped.single_pass:  # two passes: the long-row probes' (``bench.long_probe``)
         arms = {}
@@ -87,8 +87,7 @@ def _rows(algorithm, N, T, inputs, rounds):
     bf16 = inputs == "bf16"
     case, prep, want = prepared(algorithm, N, T, "bf16" if bf16 else "fp32", "NT",
                                 "bool" if bf16 else "float")
-    shipped = L.config_for(N, T, (T, 1), case.args[0].device, wide=algorithm == "vtrace",
-                           itemsize=2 if bf16 else 4, traits=traits_of(algorithm))
+    shipped = shipped_config(algorithm, N, T, case.args[0].device, 2 if bf16 else 4)
     arms = {"shipped": (prep, None, shipped)}
     arms.update({name: (prep, c, c) for name, c in forced_arms(shipped, T).items()})
     row = {"algorithm": algorithm, "num_envs": N, "seq_len": T, "layout": "NT",
