@@ -1561,3 +1561,16 @@ def test_rows16_ab_rows(monkeypatch, tmp_path):
     assert all(c.single_pass for c in forced[:4]) and [c.BLOCK_T for c in forced[:4]] == [
         2048, 2048, 1024, 1024]
     assert {c.flip for c in forced[:4]} == {8}  # the shipped run length of bf16
+    # Retrace: its runs of 4 against runs of 8, in its own tile and in one of twice the steps
+    seen.clear()
+    RB.main(["--out", str(out), "--shapes", "8x40,2x16384", "--algorithms", "retrace",
+             "--rounds", "1"])
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    got = {(r["seq_len"], r["arm"]): r["config"] for r in rows}
+    assert list(got) == [("40", "shipped"), ("40", "r8"), ("16384", "shipped"),
+                         ("16384", "r8"), ("16384", "r8t2")]
+    assert got["40", "shipped"].endswith("/4") and got["40", "r8"].endswith("/8")
+    assert (got["16384", "shipped"], got["16384", "r8t2"]) == ("1x256w1/4", "1x512w1/8")
+    forced = [c for c in seen if c is not None]
+    assert not forced[0].single_pass and forced[0].BLOCK_T == 64  # the one-tile row, walked
+    assert all(c.single_pass and c.seg_len == c.BLOCK_T for c in forced[1:])

@@ -10,7 +10,10 @@ reversed every other round, forced through ``L.force_config``: ``shipped``; rows
 8192 steps also split across programs by look-back, one tile a program (``lb<steps>w<warps>``);
 longer rows, where the shipped tile is a one-warp look-back, under Triton's reverse scan
 (``flip0``), uncapped and capped at 128 registers (``cap0``, ``cap128``) and in tiles of 512
-and 2048 steps (``t512w1``, ``t2048w2``); an arm equal to an earlier one is left out.
+and 2048 steps (``t512w1``, ``t2048w2``); Retrace, whose tiles keep runs of 4 steps (8-byte
+loads of 16-bit values), in runs of 8 (16-byte loads), 8 steps a thread in its own tile
+(``r8``) and in one of twice the steps and the same warps (``r8t2``), instead of the above; an
+arm equal to an earlier one is left out.
 ``affine_scan`` (the bare engine, its coefficients in the input set's dtype) runs ``reverse``
 (the five backward estimators' direction) against ``forward``: the same tile and bytes, so the
 difference is the direction's. Device time by CUDA-graph replay, minimum of two, and the
@@ -32,10 +35,24 @@ INPUTS = "bf16"
 SPLITS = ((2048, 8), (2048, 4), (1024, 4), (1024, 2))  # look-back tiles: steps, warps
 
 
-def forced_arms(shipped: L.ScanConfig, T: int) -> dict:
+def run_arms(shipped: L.ScanConfig, T: int) -> dict:
+    """Retrace's tile in runs of 8 steps: its own steps and elements, 8 steps a thread (``r8``),
+    and twice its steps in as many warps (``r8t2``), each whole runs a thread."""
+    steps = shipped.BLOCK_B * shipped.BLOCK_T
+    arms = {"r8": replace(shipped, flip=8, num_warps=max(1, min(shipped.num_warps, steps // 256)))}
+    if 2 * shipped.BLOCK_T <= T:
+        tile = 2 * shipped.BLOCK_T
+        seg = tile if shipped.single_pass else -(-T // tile) * tile
+        arms["r8t2"] = replace(shipped, flip=8, BLOCK_T=tile, seg_len=seg)
+    return arms
+
+
+def forced_arms(shipped: L.ScanConfig, T: int, retrace: bool = False) -> dict:
     """Name -> forced config of the alternatives to ``shipped`` over rows of ``T`` steps, those
     equal to ``shipped`` or to an earlier arm left out."""
-    if T <= 8192:
+    if retrace:
+        arms = run_arms(shipped, T)
+    elif T <= 8192:
         arms = {f"lb{steps}w{warps}": L.ScanConfig(1, steps, warps, steps, True,
                                                    flip=shipped.flip)
                 for steps, warps in SPLITS}
@@ -89,7 +106,8 @@ def _rows(algorithm, N, T, inputs, rounds):
                                 "bool" if bf16 else "float")
     shipped = shipped_config(algorithm, N, T, case.args[0].device, 2 if bf16 else 4)
     arms = {"shipped": (prep, None, shipped)}
-    arms.update({name: (prep, c, c) for name, c in forced_arms(shipped, T).items()})
+    arms.update({name: (prep, c, c)
+                 for name, c in forced_arms(shipped, T, algorithm == "retrace").items()})
     row = {"algorithm": algorithm, "num_envs": N, "seq_len": T, "layout": "NT",
            "inputs": inputs}
     yield from timed_arms(row, arms, want, rounds)
