@@ -873,6 +873,20 @@ def test_sass_word_rows_cover_each_way_of_reading_words():
     assert all(r[2] >= 0 for r in rows)
 
 
+def test_sass_runs16_rows_compile_retrace_in_runs_of_8():
+    """``sass --runs16``: Retrace's bf16 look-back tile as shipped (runs of 4) and as
+    ``rows16_ab`` forces it in runs of 8, compiled with 16-bit value pointers: runs of 8 load
+    its 16-bit values 16 bytes at a time, so more of its loads are 128-bit."""
+    code = ("import json; from paper_repro.bench import sass as S; "
+            "S.RUNS16_SHAPES = [(64, 131072)]; "
+            "print(json.dumps([[r['arm'], r['flip'], r['BLOCK_T'], r['phase'], "
+            "r['vector_loads']] for r in S.runs16_rows()]))")
+    rows = _compiled_json(code)
+    assert [r[:4] for r in rows] == [["shipped", 4, 256, 3], ["r8", 8, 256, 3],
+                                     ["r8t2", 8, 512, 3]]
+    assert rows[1][4] > rows[0][4] > 0
+
+
 @pytest.mark.parametrize("name", ["affine_scan", "gae", "vtrace"])
 def test_alignment_word_vectorises_unaligned_rows(name):
     """Rows of a length (batch-major) or batches (time-major) that are no multiple of 16

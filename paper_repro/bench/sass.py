@@ -3,7 +3,7 @@ warp shuffles, block barriers, layout conversions through shared memory and 128-
 kernel and tile, from Triton's compiler and the ``cuobjdump`` its wheel ships.
 
     python -m paper_repro.bench.sass [--out data/h200/sass_counts.csv] [--quick] [--caps]
-        [--masked] [--words] [--mixed]
+        [--masked] [--words] [--runs16] [--mixed]
 
 The counts belong to the installed Triton (recorded in each row): put the GPU's version first
 on ``PYTHONPATH`` to explain its timings. ``data/h200/sass_counts.csv`` (Triton 3.6) shows the
@@ -225,24 +225,59 @@ WORD_TILES = [(1, 512, 4, 0, False, False), (1, 256, 2, 0, False, False),
 WORD_COLUMNS = COLUMNS + ["dtype", "words"]
 
 
-def word_rows():
-    import triton
+def retrace_counts(tile, flip: int, dtype: str, words: int) -> dict:
+    """Batch-major Retrace compiled for sm_90 in ``tile`` (runs of ``flip`` steps) with four
+    actions a step read as words (``words`` as ``retrace.word_loads``), fed the roofline's
+    ``dtype`` inputs: fp32 values and flags, or bf16 values and bool flags."""
     import triton.language as tl
 
-    kernel = kernels()["retrace"]
-    for dtype, pack, val in (("fp32", 2, tl.float32), ("bf16", 4, tl.bfloat16)):
+    half = dtype == "bf16"
+    saved = dict(CONSTEXPRS)
+    CONSTEXPRS.update(N_ACT=4, PACK=4 if half else 2, VAL=tl.bfloat16 if half else tl.float32,
+                      WORDS=words)
+    try:
+        sig, const, aligned = _signature(kernels()["retrace"], tile, flip)
+    finally:
+        CONSTEXPRS.clear()
+        CONSTEXPRS.update(saved)
+    for k in sig:
+        if half and sig[k] == "*fp32" and k != "agg_ptr":
+            sig[k] = "*i1" if k in FLAG_POINTERS else mixed_pointer(k, "bf16")
+    return sm90_counts(kernels()["retrace"], sig, const, aligned, {"num_warps": tile[2]})
+
+
+def word_rows():
+    import triton
+
+    for dtype in ("fp32", "bf16"):
         for tile in WORD_TILES:
-            for words in (0, 1, 2) if pack == 2 else (0, 1):
-                saved = dict(CONSTEXPRS)
-                CONSTEXPRS.update(N_ACT=4, PACK=pack, VAL=val, WORDS=words)
-                try:
-                    c = counts(kernel, tile, 4)
-                finally:
-                    CONSTEXPRS.clear()
-                    CONSTEXPRS.update(saved)
+            for words in (0, 1, 2) if dtype == "fp32" else (0, 1):
                 yield {"triton": triton.__version__, "kernel": "retrace",
-                       **dict(zip(COLUMNS[2:9], (*tile, 4))), **c, "dtype": dtype,
-                       "words": words}
+                       **dict(zip(COLUMNS[2:9], (*tile, 4))),
+                       **retrace_counts(tile, 4, dtype, words), "dtype": dtype, "words": words}
+
+
+# Retrace's bf16 batch-major tiles at the roofline's shapes as shipped (runs of 4 steps) and as
+# ``rows16_ab`` times them in runs of 8 (16-byte loads of 16-bit values): ``arm``, B, T.
+RUNS16_SHAPES = [(512, 4096), (64, 131072), (4096, 128), (32768, 32)]
+RUNS16_COLUMNS = COLUMNS + ["local_loads", "local_stores", "B", "T", "arm", "dtype"]
+
+
+def runs16_rows():
+    import triton
+
+    from paper_repro.bench.rows16_ab import forced_arms
+    from paper_repro.kernels import _tiles
+
+    for B, T in RUNS16_SHAPES:
+        shipped = _tiles.choose_config(B, T, False, 132, True, True, 2)
+        arms = {"shipped": shipped, **forced_arms(shipped, T, retrace=True)}
+        for arm, c in arms.items():
+            tile = (c.BLOCK_B, c.BLOCK_T, c.num_warps, launch_phase(c, T), False, False)
+            yield {"triton": triton.__version__, "kernel": "retrace",
+                   **dict(zip(COLUMNS[2:9], (*tile, c.flip))),
+                   **retrace_counts(tile, c.flip, "bf16", 1), "B": B, "T": T, "arm": arm,
+                   "dtype": "bf16"}
 
 
 # Time-major shapes of the mixed-dtype rows: each estimator's tiles for fp32 inputs, for fp32
@@ -344,16 +379,20 @@ def main(argv=None):
                    help="masked GAE's fused kernel at its tiles (default out: sass_masked.csv)")
     p.add_argument("--words", action="store_true",
                    help="Retrace's words by tl.load or assembly (default out: sass_words.csv)")
+    p.add_argument("--runs16", action="store_true",
+                   help="Retrace's bf16 tiles in runs of 4 and 8 (default out: sass_runs16.csv)")
     p.add_argument("--mixed", action="store_true",
                    help="time-major tiles fed 16-bit values into fp32 outputs "
                         "(default out: sass_mixed.csv)")
     args = p.parse_args(argv)
     name = "sass_caps" if args.caps else "sass_masked" if args.masked else \
-        "sass_words" if args.words else "sass_mixed" if args.mixed else "sass_counts"
+        "sass_words" if args.words else "sass_runs16" if args.runs16 else \
+        "sass_mixed" if args.mixed else "sass_counts"
     out = args.out or f"data/h200/{name}.csv"
     columns, produce = (CAP_COLUMNS, cap_rows) if args.caps else \
         (MASKED_COLUMNS, masked_rows) if args.masked else \
         (WORD_COLUMNS, word_rows) if args.words else \
+        (RUNS16_COLUMNS, runs16_rows) if args.runs16 else \
         (MIXED_COLUMNS, mixed_rows) if args.mixed else (COLUMNS, lambda: rows(args.quick))
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, columns, extrasaction="ignore", lineterminator="\n")
