@@ -874,17 +874,42 @@ def test_sass_word_rows_cover_each_way_of_reading_words():
 
 
 def test_sass_runs16_rows_compile_retrace_in_runs_of_8():
-    """``sass --runs16``: Retrace's bf16 look-back tile as shipped (runs of 4) and as
-    ``rows16_ab`` forces it in runs of 8, compiled with 16-bit value pointers: runs of 8 load
+    """``sass --runs16``: Retrace's bf16 look-back tile as shipped (runs of 8) and as
+    ``rows16_ab`` forces it in runs of 4, compiled with 16-bit value pointers: runs of 8 load
     its 16-bit values 16 bytes at a time, so more of its loads are 128-bit."""
     code = ("import json; from paper_repro.bench import sass as S; "
             "S.RUNS16_SHAPES = [(64, 131072)]; "
             "print(json.dumps([[r['arm'], r['flip'], r['BLOCK_T'], r['phase'], "
             "r['vector_loads']] for r in S.runs16_rows()]))")
     rows = _compiled_json(code)
-    assert [r[:4] for r in rows] == [["shipped", 4, 256, 3], ["r8", 8, 256, 3],
+    assert [r[:4] for r in rows] == [["shipped", 8, 256, 3], ["r4", 4, 256, 3],
                                      ["r8t2", 8, 512, 3]]
-    assert rows[1][4] > rows[0][4] > 0
+    assert rows[0][4] > rows[1][4] > 0
+
+
+def test_sass_carry_arms_compile_apart():
+    """``sass --carry``: a case under each arm, each compiled in a process of its own; the
+    bf16 look-back tile of 64 x 131072 entered with the carry first takes fewer instructions
+    (no per-step products to apply it to afterwards)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json; from paper_repro.bench import sass as S; "
+            "case = next(S.carry_cases(('affine_scan',), [(64, 131072)])); "
+            "print(json.dumps(S.carry_row(*case)))")
+    rows = []
+    for first in ("0", "1"):
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env["PAPER_REPRO_RUNS_CARRY_FIRST"] = first
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    last, first = rows
+    assert (last["carry_first"], first["carry_first"]) == (0, 1)
+    assert (last["dtype"], last["phase"], last["flip"]) == ("fp32", 3, 4)
+    assert first["instructions"] < last["instructions"]
 
 
 @pytest.mark.parametrize("name", ["affine_scan", "gae", "vtrace"])
@@ -1582,9 +1607,11 @@ def test_rows16_ab_rows(monkeypatch, tmp_path):
     rows = list(csv.DictReader(out.read_text().splitlines()))
     got = {(r["seq_len"], r["arm"]): r["config"] for r in rows}
     assert list(got) == [("40", "shipped"), ("40", "r8"), ("16384", "shipped"),
-                         ("16384", "r8"), ("16384", "r8t2")]
+                         ("16384", "r4"), ("16384", "r8t2")]
     assert got["40", "shipped"].endswith("/4") and got["40", "r8"].endswith("/8")
-    assert (got["16384", "shipped"], got["16384", "r8t2"]) == ("1x256w1/4", "1x512w1/8")
+    # the 16-bit look-back ships runs of 8: runs of 4 are the other arm
+    assert [got["16384", a] for a in ("shipped", "r4", "r8t2")] == [
+        "1x256w1/8", "1x256w1/4", "1x512w1/8"]
     forced = [c for c in seen if c is not None]
     assert not forced[0].single_pass and forced[0].BLOCK_T == 64  # the one-tile row, walked
     assert all(c.single_pass and c.seg_len == c.BLOCK_T for c in forced[1:])

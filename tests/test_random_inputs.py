@@ -782,10 +782,11 @@ def test_heuristic_splits():
     assert L.choose_config(4096, 128, True, 132, True).BLOCK_T == 128  # time-major, T <= 128
     assert L.choose_config(4096, 128, True, 132, True, itemsize=2).BLOCK_T == 64
     assert L.choose_config(4096, 128, True, 132, True, True, itemsize=2).BLOCK_T == 128  # one tile
-    retrace = L.ScanConfig(1, 256, 1, 256, True, flip=4)  # any rows, any dtype
+    retrace = L.ScanConfig(1, 256, 1, 256, True, flip=4)  # any rows; 16-bit in runs of 8
     assert L.choose_config(16, 524288, False, 132, True, True) == retrace
     assert L.choose_config(1, 4194304, False, 132, True, True) == retrace
-    assert L.choose_config(64, 131072, False, 132, True, True, itemsize=2) == retrace
+    assert L.choose_config(64, 131072, False, 132, True, True, itemsize=2) == \
+        replace(retrace, flip=8)
     assert L.choose_config(64, 8192, False, 132, True, True) == retrace  # few rows from 8192
     # Retrace's tiles walking rows: 512 steps in 4 warps, fp32 from five rows an SM 256 in 2;
     # one tile a row up to 2048 steps where rows are at most one an SM, 128 elements a warp
@@ -1005,3 +1006,43 @@ def test_tile_sweep_tries_every_width_first():
     widths = {c.BLOCK_T for c in found}
     assert {c.BLOCK_T for c in found[:len(widths)]} == widths and len(widths) >= 4
     assert len(set(found)) == len(found)
+
+
+# Tiles held as runs, each estimator's kernel: backward runs walked, looked back and as one
+# tile, interleaved runs walked and looked back, runs of 8 in bf16 (time-major layouts give the
+# interleaved ones).
+RUNS_CONFIGS = ("L.ScanConfig(2, 16, 1, 32, flip=4)", "L.ScanConfig(2, 16, 1, 16, True, flip=4)",
+                "L.ScanConfig(1, 16, 1, 16, flip=4)", "L.ScanConfig(2, 16, 1, 32, flip=-4)",
+                "L.ScanConfig(2, 16, 1, 16, True, flip=-2)")
+CARRY_FIRST_SCRIPT = f"""
+import sys, torch
+sys.path.insert(0, "tests")
+from conftest import HAS_CUDA, TOL
+from estimators import ESTIMATORS, LAYOUTS, make_inputs
+from test_random_inputs import check, kernels_on
+from paper_repro.kernels import _launch as L, affine_scan
+assert affine_scan.RUNS_CARRY_FIRST
+device = "cuda" if HAS_CUDA else "cpu"
+time_major = [x for x in LAYOUTS if x.time_dim == 0][0]
+for i, config in enumerate(({", ".join(RUNS_CONFIGS)},)):
+    for j, est in enumerate(ESTIMATORS):
+        if (i + j) % 2 and not HAS_CUDA:
+            continue  # the interpreter: half the pairs, every estimator and tile met
+        layout = time_major if config.flip < 0 else None
+        dtype = torch.bfloat16 if config.flip == 4 and i == 1 else torch.float32
+        d = make_inputs(3, 45, dtype=dtype, device=device)
+        with kernels_on("cuda" if HAS_CUDA else "triton"), L.force_config(config):
+            check(est, d, TOL[dtype], layout)
+print("ok")
+"""
+
+
+def test_runs_entered_with_the_carry_first():
+    """``PAPER_REPRO_RUNS_CARRY_FIRST=1`` (each run entered with the carry applied, the A/B's
+    other arm): every estimator over tiles held as runs, walked, looked back, one tile, and in
+    interleaved runs, matches the float64 reference. A process of its own: the flag is a
+    compile-time constant fixed at import."""
+    env = dict(os.environ, PAPER_REPRO_RUNS_CARRY_FIRST="1")
+    out = subprocess.run([sys.executable, "-c", CARRY_FIRST_SCRIPT], env=env, text=True,
+                         capture_output=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]

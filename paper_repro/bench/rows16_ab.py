@@ -11,9 +11,10 @@ reversed every other round, forced through ``L.force_config``: ``shipped``; rows
 longer rows, where the shipped tile is a one-warp look-back, under Triton's reverse scan
 (``flip0``), uncapped and capped at 128 registers (``cap0``, ``cap128``) and in tiles of 512
 and 2048 steps (``t512w1``, ``t2048w2``); Retrace, whose tiles keep runs of 4 steps (8-byte
-loads of 16-bit values), in runs of 8 (16-byte loads), 8 steps a thread in its own tile
-(``r8``) and in one of twice the steps and the same warps (``r8t2``), instead of the above; an
-arm equal to an earlier one is left out.
+loads of 16-bit values) but its 16-bit look-back runs of 8 (16-byte loads), in the other run
+length, 8 steps a thread in its own tile (``r8``, ``r4``), and in runs of 8 in one of twice the
+steps and the same warps (``r8t2``), instead of the above; an arm equal to an earlier one is
+left out.
 ``affine_scan`` (the bare engine, its coefficients in the input set's dtype) runs ``reverse``
 (the five backward estimators' direction) against ``forward``: the same tile and bytes, so the
 difference is the direction's. Device time by CUDA-graph replay, minimum of two, and the
@@ -36,10 +37,15 @@ SPLITS = ((2048, 8), (2048, 4), (1024, 4), (1024, 2))  # look-back tiles: steps,
 
 
 def run_arms(shipped: L.ScanConfig, T: int) -> dict:
-    """Retrace's tile in runs of 8 steps: its own steps and elements, 8 steps a thread (``r8``),
-    and twice its steps in as many warps (``r8t2``), each whole runs a thread."""
+    """Retrace's tile in its other run length: runs of 8 where it ships runs of 4, 8 steps a
+    thread in its own steps and elements (``r8``), runs of 4 where it ships 8 (``r4``: the
+    16-bit look-back); and twice its steps in runs of 8 in as many warps (``r8t2``)."""
     steps = shipped.BLOCK_B * shipped.BLOCK_T
-    arms = {"r8": replace(shipped, flip=8, num_warps=max(1, min(shipped.num_warps, steps // 256)))}
+    if shipped.flip == 8:
+        arms = {"r4": replace(shipped, flip=4)}
+    else:
+        arms = {"r8": replace(shipped, flip=8,
+                              num_warps=max(1, min(shipped.num_warps, steps // 256)))}
     if 2 * shipped.BLOCK_T <= T:
         tile = 2 * shipped.BLOCK_T
         seg = tile if shipped.single_pass else -(-T // tile) * tile

@@ -3,7 +3,7 @@ warp shuffles, block barriers, layout conversions through shared memory and 128-
 kernel and tile, from Triton's compiler and the ``cuobjdump`` its wheel ships.
 
     python -m paper_repro.bench.sass [--out data/h200/sass_counts.csv] [--quick] [--caps]
-        [--masked] [--words] [--runs16] [--mixed]
+        [--masked] [--words] [--runs16] [--carry] [--mixed]
 
 The counts belong to the installed Triton (recorded in each row): put the GPU's version first
 on ``PYTHONPATH`` to explain its timings. ``data/h200/sass_counts.csv`` (Triton 3.6) shows the
@@ -280,6 +280,77 @@ def runs16_rows():
                    "dtype": "bf16"}
 
 
+# Shipped tiles held as runs (``flip`` not 0 or 1) of five kernels at the roofline's shapes,
+# batch-major and time-major, fp32 and bf16 (bool flags), each solved with the carry applied
+# last or first (``affine_scan.RUNS_CARRY_FIRST``): kernel, B, T, time-major, itemsize.
+CARRY_KERNELS = ("affine_scan", "gae", "lambda_returns", "vtrace", "retrace")
+CARRY_SHAPES = [(64, 131072), (512, 4096), (4096, 128), (32768, 32)]
+CARRY_COLUMNS = COLUMNS + ["local_loads", "local_stores", "B", "T", "dtype", "carry_first"]
+
+
+def carry_cases(kernels_=CARRY_KERNELS, shapes=CARRY_SHAPES):
+    from paper_repro.bench.tile_probe import traits_of
+    from paper_repro.kernels import _tiles
+
+    for name in kernels_:
+        traits = _tiles.TileTraits() if name == "affine_scan" else traits_of(name)
+        wide, retrace = name in ("vtrace", "retrace"), name == "retrace"
+        for time_major, itemsize in ((False, 4), (False, 2), (True, 4), (True, 2)):
+            for B, T in shapes:
+                c = _tiles.choose_config(B, T, time_major, 132, wide, retrace, itemsize, traits)
+                if c.flip not in (0, 1):
+                    yield name, c, B, T, time_major, itemsize
+
+
+def carry_row(name, c, B, T, time_major, itemsize) -> dict:
+    """The counts of ``carry_cases``' case in this process's arm
+    (``affine_scan.RUNS_CARRY_FIRST``, fixed at import by ``PAPER_REPRO_RUNS_CARRY_FIRST``)."""
+    import triton
+    import triton.language as tl
+
+    from paper_repro.kernels import affine_scan
+
+    half = itemsize == 2
+    tile = (c.BLOCK_B, c.BLOCK_T, c.num_warps, launch_phase(c, T), False, time_major)
+    saved = dict(CONSTEXPRS)
+    if name == "retrace":
+        CONSTEXPRS.update(N_ACT=4, PACK=4 if half else 2, VAL=tl.bfloat16 if half else tl.float32,
+                          WORDS=0 if time_major else 1)
+    try:
+        sig, const, aligned = _signature(kernels()[name], tile, c.flip)
+    finally:
+        CONSTEXPRS.clear()
+        CONSTEXPRS.update(saved)
+    for k in sig:
+        if half and sig[k] == "*fp32" and k != "agg_ptr":
+            sig[k] = "*i1" if k in FLAG_POINTERS else mixed_pointer(k, "bf16")
+    options = {"num_warps": c.num_warps, **({"maxnreg": c.max_registers}
+                                             if c.max_registers else {})}
+    return {"triton": triton.__version__, "kernel": name,
+            **dict(zip(COLUMNS[2:9], (*tile, c.flip))),
+            **sm90_counts(kernels()[name], sig, const, aligned, options), "B": B, "T": T,
+            "dtype": "bf16" if half else "fp32",
+            "carry_first": int(bool(affine_scan.RUNS_CARRY_FIRST))}
+
+
+def carry_rows():
+    """Each case under both arms, each arm compiled in a process of its own (the flag is a
+    compile-time constant Triton's cache does not key on)."""
+    import json
+    import sys
+
+    arms = []
+    for first in ("0", "1"):
+        env = dict(os.environ, PAPER_REPRO_RUNS_CARRY_FIRST=first)
+        env.pop("TRITON_INTERPRET", None)
+        out = subprocess.run([sys.executable, "-m", "paper_repro.bench.sass", "--carry-arm"],
+                             env=env, capture_output=True, text=True, check=True).stdout
+        arms.append([json.loads(x) for x in out.splitlines() if x.startswith("{")])
+    for last, first in zip(*arms):
+        yield last
+        yield first
+
+
 # Time-major shapes of the mixed-dtype rows: each estimator's tiles for fp32 inputs, for fp32
 # outputs of narrower loads (``_launch.narrow_loads``), fp32 tiles loading them four envs a load
 # (``_launch.four_loads``; all-16-bit rows stored so too) and 16-bit tiles, fed what each
@@ -381,18 +452,29 @@ def main(argv=None):
                    help="Retrace's words by tl.load or assembly (default out: sass_words.csv)")
     p.add_argument("--runs16", action="store_true",
                    help="Retrace's bf16 tiles in runs of 4 and 8 (default out: sass_runs16.csv)")
+    p.add_argument("--carry", action="store_true",
+                   help="tiles held as runs, the carry applied last or first "
+                        "(default out: sass_carry.csv)")
+    p.add_argument("--carry-arm", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--mixed", action="store_true",
                    help="time-major tiles fed 16-bit values into fp32 outputs "
                         "(default out: sass_mixed.csv)")
     args = p.parse_args(argv)
+    if args.carry_arm:  # one arm of --carry, as JSON lines
+        import json
+        for case in carry_cases():
+            print(json.dumps(carry_row(*case)), flush=True)
+        return
     name = "sass_caps" if args.caps else "sass_masked" if args.masked else \
         "sass_words" if args.words else "sass_runs16" if args.runs16 else \
+        "sass_carry" if args.carry else \
         "sass_mixed" if args.mixed else "sass_counts"
     out = args.out or f"data/h200/{name}.csv"
     columns, produce = (CAP_COLUMNS, cap_rows) if args.caps else \
         (MASKED_COLUMNS, masked_rows) if args.masked else \
         (WORD_COLUMNS, word_rows) if args.words else \
         (RUNS16_COLUMNS, runs16_rows) if args.runs16 else \
+        (CARRY_COLUMNS, carry_rows) if args.carry else \
         (MIXED_COLUMNS, mixed_rows) if args.mixed else (COLUMNS, lambda: rows(args.quick))
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, columns, extrasaction="ignore", lineterminator="\n")

@@ -7,6 +7,7 @@ from a repository root every run would import that root's tree.
     python -m paper_repro.bench.shipped_times LABEL reduce-order|long-rows|look-back-rows [gate]
     python -m paper_repro.bench.shipped_times LABEL links [gate]
     python -m paper_repro.bench.shipped_times LABEL one-tile|look-back-tile|vtrace-warps [gate]
+    python -m paper_repro.bench.shipped_times LABEL runs [gate]
     python -m paper_repro.bench.shipped_times LABEL words-retrace [gate] [words=on|words=off]
 
 Lines: ``label, algorithm, num_envs, seq_len, layout, device_us`` (fp32, min of 3 CUDA-graph
@@ -21,7 +22,7 @@ look-backs (``LOOK_BACK_ROW_CASES``), ``links`` those and more launches that loo
 (``LINK_CASES``), ``one-tile`` every estimator where programs hold one tile, walking or
 not (``ONE_TILE_CASES``), ``look-back-tile`` the one-tile look-backs walked or compile-time
 (``LOOK_BACK_TILE_CASES``), ``vtrace-warps`` V-trace's one-tile rows
-(``VTRACE_WARP_CASES``); ``gate``
+(``VTRACE_WARP_CASES``), ``runs`` the tiles held as runs (``RUNS_CASES``); ``gate``
 adds the float64 gate's verdict and largest error; ``words=on`` / ``words=off`` force where
 Retrace reads its actions as words (one tree, both arms). ``data/h200``'s ``carry_ab.csv``,
 ``agg_ab.csv``, ``words_ab.csv``, ``neighbour_ab.csv`` and ``retrace_words_ab.csv`` came from
@@ -148,6 +149,19 @@ VTRACE_WARP_CASES = [("vtrace", n, t, "fp32", "NT", "float")
 VTRACE_WARP_CASES += [("vtrace", 4096, 128, "bf16", "NT", "bool"),
                       ("vtrace", 4096, 128, "fp64", "NT", "float")]
 
+# Tiles held as runs (every backward batch-major tile of more than 8 steps, the fp32 time-major
+# interleaved runs): each step's xa + xb * carry against the carry entering each run first
+# (``PAPER_REPRO_RUNS_CARRY_FIRST=1``), one tree, the arms in alternating processes.
+RUNS_CASES = [(a, n, t, dt, layout, fl) for a in ("gae", "discounted_returns")
+              for n, t, dt, layout, fl in ((64, 131072, "bf16", "NT", "bool"),
+                                           (512, 4096, "bf16", "NT", "bool"),
+                                           (64, 131072, "fp32", "NT", "float"),
+                                           (4096, 128, "fp32", "NT", "float"),
+                                           (64, 131072, "fp32", "TN", "float"),
+                                           (512, 4096, "fp32", "TN", "float"),
+                                           (4096, 128, "fp32", "TN", "float"),
+                                           (32768, 32, "fp32", "TN", "float"))]
+
 
 def words(label: str, cases=WORDS_CASES, gate=False, retrace_words=None):
     """One line a case: ``label,algorithm/N/T/dtype/layout/flags,us`` and, with ``gate``,
@@ -190,7 +204,8 @@ def main(argv=None):
              "words-retrace": RETRACE_WORDS_CASES, "reduce-order": REDUCE_ORDER_CASES,
              "long-rows": LONG_ROW_CASES, "look-back-rows": LOOK_BACK_ROW_CASES,
              "links": LINK_CASES, "one-tile": ONE_TILE_CASES,
-             "look-back-tile": LOOK_BACK_TILE_CASES, "vtrace-warps": VTRACE_WARP_CASES}
+             "look-back-tile": LOOK_BACK_TILE_CASES, "vtrace-warps": VTRACE_WARP_CASES,
+             "runs": RUNS_CASES}
     if args[1:2] and args[1] in named:
         forced = {"words=on": True, "words=off": False}
         return words(args[0], named[args[1]], gate="gate" in args[2:],

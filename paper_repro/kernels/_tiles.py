@@ -85,19 +85,24 @@ def choose_config(B: int, T: int, time_major: bool, sms: int, wide: bool,
                                     traits.time_major_row_warps)
         return _runs16(config) if itemsize == 2 and not retrace else config
     config = _batch_major_config(B, T, sms, wide, retrace, itemsize, traits)
-    return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace))
+    look_back = config.single_pass and config.seg_len == config.BLOCK_T
+    return replace(config, flip=run_length(config.BLOCK_T, itemsize, retrace, look_back))
 
 
-def run_length(BLOCK_T: int, itemsize: int, retrace: bool) -> int:
+def run_length(BLOCK_T: int, itemsize: int, retrace: bool, look_back: bool = False) -> int:
     """Batch-major backward tiles as runs of one 16-byte load's steps, latest run first, so a
     forward scan runs backward in time with the loads still vectorised (tile_probe.csv, shipped
     tiles: 4096x128 discounted returns 3.80 -> 2.62 us, GAE 3.96 -> 3.01, 512x4096 GAE 12.0 ->
     7.6, bf16 9.0 -> 4.9 in runs of 8). Retrace keeps runs of 4 (bf16 4096x128, runs of 8:
-    1.02x the reverse scan's time, of 4: 0.86x); 0 (Triton's reverse scan) for tiles of up to
-    8 steps (T = 8 GAE in runs of 4: 1.07x, short.csv)."""
+    1.02x the reverse scan's time, of 4: 0.86x; H100 rows16_retrace.csv: its 512x4096 walk
+    1.04-1.07x, 32768x32 1.12x) but in its 16-bit one-tile ``look_back``, 8 steps a thread
+    (H100, 64x131072: 112.7 -> 108.7 us, two runs); 0 (Triton's reverse scan) for tiles of up
+    to 8 steps (T = 8 GAE in runs of 4: 1.07x, short.csv)."""
     if BLOCK_T <= 8:
         return 0
-    return 4 if retrace else max(2, 16 // itemsize)
+    if retrace:
+        return 8 if look_back and itemsize == 2 else 4
+    return max(2, 16 // itemsize)
 
 
 def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, itemsize: int,

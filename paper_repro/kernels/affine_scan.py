@@ -97,6 +97,12 @@ ONE_TILE: tl.constexpr = tl.constexpr(5)
 # discounted returns no faster (data/h200/one_tile_ab.csv); GAE's 16-bit rows and V-trace's
 # several-row and 16-bit tiles likewise (look_back_tile_ab.csv, docs/engine.md).
 WALKED_LOOK_BACK: tl.constexpr = tl.constexpr(6)
+# Tiles held as runs solve each step as xa + xb * carry. PAPER_REPRO_RUNS_CARRY_FIRST=1 enters
+# each run with the carry applied instead (it is known before the runs are solved): one
+# multiply-add a step, not three; fewer instructions and block barriers for sm_90
+# (data/h200/sass_carry.csv), untimed, so not yet the default.
+RUNS_CARRY_FIRST: tl.constexpr = tl.constexpr(
+    os.environ.get("PAPER_REPRO_RUNS_CARRY_FIRST") == "1")
 # Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
 # walks past the first tile across several windows, which in-order execution never does.
 SHORTCUT: tl.constexpr = tl.constexpr(True)
@@ -473,8 +479,55 @@ def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
     if (PHASE == WALKED_LOOK_BACK) | (PHASE == 3):
         carry = look_back(link_ptr, status_ptr, rows, row_mask, pid_s, B, n_seg,
                           tl.sum(tl.where(last, ia, 0.0), axis=1), agg_b, carry, REVERSE)
-    # Each step solved as xa + xb * carry, so that the carry is applied on the [BLOCK_B,
-    # BLOCK_T] tile as scan_in_order does (its layout stays put, no shared-memory trips).
+    if RUNS_CARRY_FIRST:
+        out, later = solve_runs(a, b, ea + eb * carry[:, None], R, INTERLEAVED, REVERSE)
+    else:
+        out, later = solve_runs_carry_last(a, b, ea, eb, carry, R, INTERLEAVED, REVERSE)
+    # The column whose value leaves the tile: the earliest step (backward), the latest
+    # (forward; column BLOCK_T - 1 in either run order).
+    if REVERSE:
+        if INTERLEAVED:
+            leaving = G - 1
+        else:
+            leaving = BLOCK_T - R
+    else:
+        leaving = BLOCK_T - 1
+    return out, column(out, leaving, BLOCK_T), agg_b, later
+
+
+@triton.jit
+def runs_tile(x, INTERLEAVED: tl.constexpr):
+    """A [BLOCK_B, G, R] tile of runs back in the [BLOCK_B, BLOCK_T] tile's column order."""
+    if INTERLEAVED:
+        x = tl.permute(x, (0, 2, 1))
+    return tl.reshape(x, [x.shape[0], x.shape[1] * x.shape[2]])
+
+
+@triton.jit
+def solve_runs(a, b, x, R: tl.constexpr, INTERLEAVED: tl.constexpr, REVERSE: tl.constexpr):
+    """Each step of the [BLOCK_B, G, R] runs of maps ``(a, b)`` solved in scan order from ``x``,
+    the value entering each run, carry applied: (out, the value entering each step)."""
+    r = tl.arange(0, R)[None, None, :]
+    out = tl.zeros_like(a)
+    if REVERSE:
+        later = out
+        for k in tl.static_range(R - 1, -1, -1):
+            later = tl.where(r == k, x[:, :, None], later)
+            x = run_step(a, k, R) + run_step(b, k, R) * x
+            out = tl.where(r == k, x[:, :, None], out)
+    else:
+        for k in tl.static_range(0, R):
+            x = run_step(a, k, R) + run_step(b, k, R) * x
+            out = tl.where(r == k, x[:, :, None], out)
+        later = out  # forward scans use no shifted tile
+    return runs_tile(out, INTERLEAVED), runs_tile(later, INTERLEAVED)
+
+
+@triton.jit
+def solve_runs_carry_last(a, b, ea, eb, carry, R: tl.constexpr, INTERLEAVED: tl.constexpr,
+                          REVERSE: tl.constexpr):
+    """``solve_runs`` with each step solved as xa + xb * carry on the [BLOCK_B, BLOCK_T] tile,
+    as scan_in_order applies it."""
     r = tl.arange(0, R)[None, None, :]
     xa, xb = ea, eb  # the value entering each run
     out_a = tl.zeros_like(a)
@@ -499,24 +552,9 @@ def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
             out_b = tl.where(r == k, xb[:, :, None], out_b)
         later_a = out_a  # forward scans use no shifted tile
         later_b = out_b
-    if INTERLEAVED:
-        out_a = tl.permute(out_a, (0, 2, 1))
-        out_b = tl.permute(out_b, (0, 2, 1))
-        later_a = tl.permute(later_a, (0, 2, 1))
-        later_b = tl.permute(later_b, (0, 2, 1))
-    # The column whose value leaves the tile: the earliest step (backward), the latest
-    # (forward; column BLOCK_T - 1 in either run order).
-    if REVERSE:
-        if INTERLEAVED:
-            leaving = G - 1
-        else:
-            leaving = BLOCK_T - R
-    else:
-        leaving = BLOCK_T - 1
-    out = tl.reshape(out_a, [BB, BLOCK_T]) + tl.reshape(out_b, [BB, BLOCK_T]) * carry[:, None]
-    later = (tl.reshape(later_a, [BB, BLOCK_T]) +
-             tl.reshape(later_b, [BB, BLOCK_T]) * carry[:, None])
-    return out, column(out, leaving, BLOCK_T), agg_b, later
+    out = runs_tile(out_a, INTERLEAVED) + runs_tile(out_b, INTERLEAVED) * carry[:, None]
+    later = runs_tile(later_a, INTERLEAVED) + runs_tile(later_b, INTERLEAVED) * carry[:, None]
+    return out, later
 
 
 @triton.jit
