@@ -225,25 +225,38 @@ WORD_TILES = [(1, 512, 4, 0, False, False), (1, 256, 2, 0, False, False),
 WORD_COLUMNS = COLUMNS + ["dtype", "words"]
 
 
-def retrace_counts(tile, flip: int, dtype: str, words: int) -> dict:
-    """Batch-major Retrace compiled for sm_90 in ``tile`` (runs of ``flip`` steps) with four
-    actions a step read as words (``words`` as ``retrace.word_loads``), fed the roofline's
-    ``dtype`` inputs: fp32 values and flags, or bf16 values and bool flags."""
+def retrace_constexprs(half: bool, words: int) -> dict:
+    """Retrace's compile-time arguments for four actions a step read as words (``words`` as
+    ``retrace.word_loads``), 16-bit values where ``half``."""
     import triton.language as tl
 
-    half = dtype == "bf16"
+    return dict(N_ACT=4, PACK=4 if half else 2, VAL=tl.bfloat16 if half else tl.float32,
+                WORDS=words)
+
+
+def half_signature(name: str, tile, flip: int, half: bool, constexprs: dict):
+    """``_signature`` of kernel ``name`` compiled with ``constexprs`` and, where ``half``, the
+    roofline's bf16 inputs: 16-bit value pointers, bool flags."""
     saved = dict(CONSTEXPRS)
-    CONSTEXPRS.update(N_ACT=4, PACK=4 if half else 2, VAL=tl.bfloat16 if half else tl.float32,
-                      WORDS=words)
+    CONSTEXPRS.update(constexprs)
     try:
-        sig, const, aligned = _signature(kernels()["retrace"], tile, flip)
+        sig, const, aligned = _signature(kernels()[name], tile, flip)
     finally:
         CONSTEXPRS.clear()
         CONSTEXPRS.update(saved)
     for k in sig:
         if half and sig[k] == "*fp32" and k != "agg_ptr":
             sig[k] = "*i1" if k in FLAG_POINTERS else mixed_pointer(k, "bf16")
-    return sm90_counts(kernels()["retrace"], sig, const, aligned, {"num_warps": tile[2]})
+    return sig, const, aligned
+
+
+def retrace_counts(tile, flip: int, dtype: str, words: int) -> dict:
+    """Batch-major Retrace compiled for sm_90 in ``tile`` (runs of ``flip`` steps) with four
+    actions a step read as words, fed the roofline's ``dtype`` inputs: fp32 values and flags,
+    or bf16 values and bool flags."""
+    half = dtype == "bf16"
+    signature = half_signature("retrace", tile, flip, half, retrace_constexprs(half, words))
+    return sm90_counts(kernels()["retrace"], *signature, {"num_warps": tile[2]})
 
 
 def word_rows():
@@ -306,29 +319,18 @@ def carry_row(name, c, B, T, time_major, itemsize) -> dict:
     """The counts of ``carry_cases``' case in this process's arm
     (``affine_scan.RUNS_CARRY_FIRST``, fixed at import by ``PAPER_REPRO_RUNS_CARRY_FIRST``)."""
     import triton
-    import triton.language as tl
 
     from paper_repro.kernels import affine_scan
 
     half = itemsize == 2
     tile = (c.BLOCK_B, c.BLOCK_T, c.num_warps, launch_phase(c, T), False, time_major)
-    saved = dict(CONSTEXPRS)
-    if name == "retrace":
-        CONSTEXPRS.update(N_ACT=4, PACK=4 if half else 2, VAL=tl.bfloat16 if half else tl.float32,
-                          WORDS=0 if time_major else 1)
-    try:
-        sig, const, aligned = _signature(kernels()[name], tile, c.flip)
-    finally:
-        CONSTEXPRS.clear()
-        CONSTEXPRS.update(saved)
-    for k in sig:
-        if half and sig[k] == "*fp32" and k != "agg_ptr":
-            sig[k] = "*i1" if k in FLAG_POINTERS else mixed_pointer(k, "bf16")
+    constexprs = retrace_constexprs(half, 0 if time_major else 1) if name == "retrace" else {}
     options = {"num_warps": c.num_warps, **({"maxnreg": c.max_registers}
                                              if c.max_registers else {})}
+    counted = sm90_counts(kernels()[name], *half_signature(name, tile, c.flip, half, constexprs),
+                          options)
     return {"triton": triton.__version__, "kernel": name,
-            **dict(zip(COLUMNS[2:9], (*tile, c.flip))),
-            **sm90_counts(kernels()[name], sig, const, aligned, options), "B": B, "T": T,
+            **dict(zip(COLUMNS[2:9], (*tile, c.flip))), **counted, "B": B, "T": T,
             "dtype": "bf16" if half else "fp32",
             "carry_first": int(bool(affine_scan.RUNS_CARRY_FIRST))}
 
