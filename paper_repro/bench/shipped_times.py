@@ -161,6 +161,14 @@ RUNS_CASES = [(a, n, t, dt, layout, fl) for a in ("gae", "discounted_returns")
                                            (512, 4096, "fp32", "TN", "float"),
                                            (4096, 128, "fp32", "TN", "float"),
                                            (32768, 32, "fp32", "TN", "float"))]
+# the other estimators' runs where the roofline is judged: V-trace's fp32 walk (79.8 % of copy
+# bandwidth), its spilling time-major tile, and both off-policy look-backs in bf16
+RUNS_CASES += [("vtrace", 512, 4096, "fp32", "NT", "float"),
+               ("vtrace", 512, 4096, "fp32", "TN", "float"),
+               ("vtrace", 64, 131072, "bf16", "NT", "bool"),
+               ("retrace", 64, 131072, "bf16", "NT", "bool"),
+               ("retrace", 512, 4096, "fp32", "NT", "float"),
+               ("lambda_returns", 512, 4096, "bf16", "NT", "bool")]
 
 
 def words(label: str, cases=WORDS_CASES, gate=False, retrace_words=None):
