@@ -1019,13 +1019,13 @@ RUNS_CONFIGS = ("L.ScanConfig(2, 16, 1, 32, flip=4)", "L.ScanConfig(2, 16, 1, 16
                 "L.ScanConfig(1, 16, 1, 16, flip=4)", "L.ScanConfig(2, 16, 1, 32, flip=-4)",
                 "L.ScanConfig(2, 16, 1, 16, True, flip=-2)")
 CARRY_FIRST_SCRIPT = f"""
-import sys, torch
+import os, sys, torch
 sys.path.insert(0, "tests")
 from conftest import HAS_CUDA, TOL
 from estimators import ESTIMATORS, LAYOUTS, make_inputs
 from test_random_inputs import check, kernels_on
 from paper_repro.kernels import _launch as L, affine_scan
-assert affine_scan.RUNS_CARRY_FIRST
+assert affine_scan.RUNS_CARRY_FIRST == int(os.environ["PAPER_REPRO_RUNS_CARRY_FIRST"])
 device = "cuda" if HAS_CUDA else "cpu"
 time_major = [x for x in LAYOUTS if x.time_dim == 0][0]
 for i, config in enumerate(({", ".join(RUNS_CONFIGS)},)):
@@ -1041,12 +1041,15 @@ print("ok")
 """
 
 
-def test_runs_entered_with_the_carry_first():
-    """``PAPER_REPRO_RUNS_CARRY_FIRST=1`` (each run entered with the carry applied, the A/B's
-    other arm): every estimator over tiles held as runs, walked, looked back, one tile, and in
-    interleaved runs, matches the float64 reference. A process of its own: the flag is a
-    compile-time constant fixed at import."""
-    env = dict(os.environ, PAPER_REPRO_RUNS_CARRY_FIRST="1")
+@pytest.mark.parametrize("first", ["0", "1"])
+def test_runs_entered_with_the_carry_first_or_last(first):
+    """The A/B's arms beside the shipped rule (runs of up to 8 entered with the carry applied,
+    V-trace's interleaved runs of 8 not): ``PAPER_REPRO_RUNS_CARRY_FIRST=0`` solves every run
+    as xa + xb * carry, ``=1`` enters every run with the carry applied. Each, every estimator
+    over tiles held as runs, walked, looked back, one tile, and in interleaved runs, matches
+    the float64 reference. A process of its own: the flag is a compile-time constant fixed at
+    import."""
+    env = dict(os.environ, PAPER_REPRO_RUNS_CARRY_FIRST=first)
     out = subprocess.run([sys.executable, "-c", CARRY_FIRST_SCRIPT], env=env, text=True,
                          capture_output=True, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]

@@ -317,7 +317,8 @@ def carry_cases(kernels_=CARRY_KERNELS, shapes=CARRY_SHAPES):
 
 def carry_row(name, c, B, T, time_major, itemsize) -> dict:
     """The counts of ``carry_cases``' case in this process's arm
-    (``affine_scan.RUNS_CARRY_FIRST``, fixed at import by ``PAPER_REPRO_RUNS_CARRY_FIRST``)."""
+    (``affine_scan.RUNS_CARRY_FIRST``, fixed at import by ``PAPER_REPRO_RUNS_CARRY_FIRST``:
+    0 carry last, 1 first, -1 the shipped rule)."""
     import triton
 
     from paper_repro.kernels import affine_scan
@@ -332,7 +333,7 @@ def carry_row(name, c, B, T, time_major, itemsize) -> dict:
     return {"triton": triton.__version__, "kernel": name,
             **dict(zip(COLUMNS[2:9], (*tile, c.flip))), **counted, "B": B, "T": T,
             "dtype": "bf16" if half else "fp32",
-            "carry_first": int(bool(affine_scan.RUNS_CARRY_FIRST))}
+            "carry_first": int(affine_scan.RUNS_CARRY_FIRST)}
 
 
 def carry_rows():

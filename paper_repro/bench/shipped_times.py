@@ -150,8 +150,9 @@ VTRACE_WARP_CASES += [("vtrace", 4096, 128, "bf16", "NT", "bool"),
                       ("vtrace", 4096, 128, "fp64", "NT", "float")]
 
 # Tiles held as runs (every backward batch-major tile of more than 8 steps, the fp32 time-major
-# interleaved runs): each step's xa + xb * carry against the carry entering each run first
-# (``PAPER_REPRO_RUNS_CARRY_FIRST=1``), one tree, the arms in alternating processes.
+# interleaved runs): the arms of ``PAPER_REPRO_RUNS_CARRY_FIRST`` (0: each step's xa + xb *
+# carry, 1: the carry entering each run first, unset: the shipped rule), one tree, the arms in
+# alternating processes.
 RUNS_CASES = [(a, n, t, dt, layout, fl) for a in ("gae", "discounted_returns")
               for n, t, dt, layout, fl in ((64, 131072, "bf16", "NT", "bool"),
                                            (512, 4096, "bf16", "NT", "bool"),
@@ -168,7 +169,10 @@ RUNS_CASES += [("vtrace", 512, 4096, "fp32", "NT", "float"),
                ("vtrace", 64, 131072, "bf16", "NT", "bool"),
                ("retrace", 64, 131072, "bf16", "NT", "bool"),
                ("retrace", 512, 4096, "fp32", "NT", "float"),
-               ("lambda_returns", 512, 4096, "bf16", "NT", "bool")]
+               ("lambda_returns", 512, 4096, "bf16", "NT", "bool"),
+               ("masked_gae", 256, 8192, "fp32", "NT", "float"),
+               ("masked_gae", 256, 8192, "bf16", "NT", "bool"),
+               ("masked_gae", 4096, 512, "fp32", "TN", "float")]
 
 
 def words(label: str, cases=WORDS_CASES, gate=False, retrace_words=None):

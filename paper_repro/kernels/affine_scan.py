@@ -97,12 +97,13 @@ ONE_TILE: tl.constexpr = tl.constexpr(5)
 # discounted returns no faster (data/h200/one_tile_ab.csv); GAE's 16-bit rows and V-trace's
 # several-row and 16-bit tiles likewise (look_back_tile_ab.csv, docs/engine.md).
 WALKED_LOOK_BACK: tl.constexpr = tl.constexpr(6)
-# Tiles held as runs solve each step as xa + xb * carry. PAPER_REPRO_RUNS_CARRY_FIRST=1 enters
-# each run with the carry applied instead (it is known before the runs are solved): one
-# multiply-add a step, not three; fewer instructions and block barriers for sm_90
-# (data/h200/sass_carry.csv), untimed, so not yet the default.
+# Tiles held as runs of up to 8 steps enter each run with the carry applied (it is known
+# before the runs are solved): one multiply-add a step, not the three of xa + xb * carry
+# (data/h200/sass_carry.csv; time-major GAE 512x4096 0.87x the time on an H100,
+# data/h100/carry_first_ab.csv). Runs of 16 kept the carry last (1.05x). The A/B's arms:
+# PAPER_REPRO_RUNS_CARRY_FIRST=0 carry last everywhere, =1 first everywhere, unset the rule.
 RUNS_CARRY_FIRST: tl.constexpr = tl.constexpr(
-    os.environ.get("PAPER_REPRO_RUNS_CARRY_FIRST") == "1")
+    {"0": 0, "1": 1}.get(os.environ.get("PAPER_REPRO_RUNS_CARRY_FIRST", ""), -1))
 # Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
 # walks past the first tile across several windows, which in-order execution never does.
 SHORTCUT: tl.constexpr = tl.constexpr(True)
@@ -304,21 +305,22 @@ def column(x, col, BLOCK_T: tl.constexpr):
 @triton.jit
 def scan_tile(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
               PHASE: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr,
-              FLIP: tl.constexpr):
+              FLIP: tl.constexpr, CARRY_FIRST: tl.constexpr):
     """Scan a [BLOCK_B, BLOCK_T] tile entered with ``carry`` (PHASE 3: the carry is found by
     look-back, and ``carry`` is the boundary value). Returns (out, outgoing carry, the tile's
-    beta product, incoming carry; with FLIP > 1, ``out`` one step later in time instead)."""
+    beta product, incoming carry; with FLIP > 1, ``out`` one step later in time instead).
+    ``CARRY_FIRST``: see ``scan_runs``."""
     # Nested static branches: boolean operators on constexprs are not constexprs in every
     # Triton version; one return, since Triton 3.6 checks every return's type.
     if REVERSE:
         if FLIP > 1:
             out, carry_out, b_edge, carry_in = scan_runs(
                 alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, FLIP, False, True)
+                n_seg, PHASE, BLOCK_T, FLIP, False, True, CARRY_FIRST)
         elif FLIP < 0:
             out, carry_out, b_edge, carry_in = scan_runs(
                 alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, -FLIP, True, True)
+                n_seg, PHASE, BLOCK_T, -FLIP, True, True, CARRY_FIRST)
         else:
             out, carry_out, b_edge, carry_in = scan_in_order(
                 alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
@@ -326,7 +328,7 @@ def scan_tile(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
     elif FLIP < 0:
         out, carry_out, b_edge, carry_in = scan_runs(
             alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
-            PHASE, BLOCK_T, -FLIP, True, False)
+            PHASE, BLOCK_T, -FLIP, True, False, CARRY_FIRST)
     else:
         out, carry_out, b_edge, carry_in = scan_in_order(
             alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
@@ -349,13 +351,13 @@ def against_scan_order(PHASE: tl.constexpr, SWEEP: tl.constexpr, BLOCK_B: tl.con
 @triton.jit
 def sweep_tile(alpha, beta, carry, agg_b, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
                n_seg, PHASE: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr,
-               FLIP: tl.constexpr, against):
+               FLIP: tl.constexpr, against, CARRY_FIRST: tl.constexpr):
     """``scan_tile`` as one step of a sweep over the segment: returns (out, the sweep's carry
     and edge product after the tile, incoming carry). A sweep ``against`` scan order (it only
     reduces) composes each tile's own aggregate beyond those it holds, ``carry + agg_b * a``."""
     out, carry_out, b_edge, carry_in = scan_tile(
         alpha, beta, tl.where(against, 0.0, carry), link_ptr, status_ptr, rows, row_mask, pid_b,
-        pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP)
+        pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP, CARRY_FIRST)
     return out, tl.where(against, carry + agg_b * carry_out, carry_out), agg_b * b_edge, carry_in
 
 
@@ -449,11 +451,12 @@ def combine_pair(ea_l, eb_l, ia_l, ib_l, ea_r, eb_r, ia_r, ib_r):
 @triton.jit
 def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B, n_seg,
               PHASE: tl.constexpr, BLOCK_T: tl.constexpr, R: tl.constexpr,
-              INTERLEAVED: tl.constexpr, REVERSE: tl.constexpr):
+              INTERLEAVED: tl.constexpr, REVERSE: tl.constexpr, CARRY_FIRST: tl.constexpr):
     """Scan of a tile held as runs of R ascending steps (backward: latest run first; forward:
     interleaved runs in time order): each thread composes its runs in registers, a forward
     scan across runs gives every run its incoming value, and the steps are then solved inside
-    the thread in scan order."""
+    the thread in scan order. ``CARRY_FIRST``: the kernel allows the carry to enter each run
+    first (``RUNS_CARRY_FIRST``)."""
     BB: tl.constexpr = alpha.shape[0]
     G: tl.constexpr = BLOCK_T // R
     if INTERLEAVED:
@@ -479,7 +482,9 @@ def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
     if (PHASE == WALKED_LOOK_BACK) | (PHASE == 3):
         carry = look_back(link_ptr, status_ptr, rows, row_mask, pid_s, B, n_seg,
                           tl.sum(tl.where(last, ia, 0.0), axis=1), agg_b, carry, REVERSE)
-    if RUNS_CARRY_FIRST:
+    FIRST: tl.constexpr = (RUNS_CARRY_FIRST == 1) | ((RUNS_CARRY_FIRST == -1) & CARRY_FIRST &
+                                                     (R <= 8))
+    if FIRST:
         out, later = solve_runs(a, b, ea + eb * carry[:, None], R, INTERLEAVED, REVERSE)
     else:
         out, later = solve_runs_carry_last(a, b, ea, eb, carry, R, INTERLEAVED, REVERSE)
@@ -798,7 +803,7 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
                 beta_n = step_load(beta_ptr, offs_n, mask_n, FOURS_BELOW, 1.0)
             out, carry, agg_b, _ = sweep_tile(
                 alpha.to(ACC), beta.to(ACC), carry, agg_b, agg_ptr, status_ptr, rows, row_mask,
-                pid_b, pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP, against)
+                pid_b, pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP, against, True)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
                 store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t,
                            FOURS_BELOW)

@@ -112,7 +112,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, done2_ptr, seed_ptr, out_ptr, agg_pt
             beta = tl.where(mask, k * (1.0 - d.to(ACC)), 1.0)
             out, carry, agg_b, _ = sweep_tile(
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, False, FLIP, against)
+                n_seg, PHASE, BLOCK_T, False, FLIP, against, True)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
                 store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t,
                            FOURS_BELOW)

@@ -296,10 +296,10 @@ def _scan_tile(alpha, beta, carry, rows, row_ok, pid, B, BLOCK_T: tl.constexpr,
     ``X_{t+1}`` already."""
     if FLIP > 1:
         out, carry_out, _, later = scan_runs(alpha, beta, carry, rows, rows, rows, row_ok, pid,
-                                             0, B, 1, 0, BLOCK_T, FLIP, False, True)
+                                             0, B, 1, 0, BLOCK_T, FLIP, False, True, True)
     elif FLIP < 0:  # interleaved runs (time-major)
         out, carry_out, _, later = scan_runs(alpha, beta, carry, rows, rows, rows, row_ok, pid,
-                                             0, B, 1, 0, BLOCK_T, -FLIP, True, True)
+                                             0, B, 1, 0, BLOCK_T, -FLIP, True, True, True)
     else:
         keep, take = tl.associative_scan((beta, alpha), 1, _compose)
         out = keep * carry[:, None] + take

@@ -290,7 +290,7 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
             beta = tl.where(mask, g * c_next * (1.0 - tl.minimum(term + trunc, 1.0)), 1.0)
             delta, carry, agg_b, carry_in = sweep_tile(
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, True, FLIP, against)
+                n_seg, PHASE, BLOCK_T, True, FLIP, against, True)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
                 # Q_ret_{t+1} (0 at T-1; across a truncation the next episode's, as the paper).
                 if FLIP > 1:
