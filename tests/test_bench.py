@@ -888,28 +888,34 @@ def test_sass_runs16_rows_compile_retrace_in_runs_of_8():
 
 
 def test_sass_carry_arms_compile_apart():
-    """``sass --carry``: a case under each arm, each compiled in a process of its own; the
-    bf16 look-back tile of 64 x 131072 entered with the carry first takes fewer instructions
-    (no per-step products to apply it to afterwards)."""
+    """``sass --carry``: cases under each arm (0: carry last, 1: first, unset: the shipped
+    rule), each compiled in a process of its own. The fp32 look-back tile of 64 x 131072 (runs
+    of 4) entered with the carry first takes fewer instructions, and the rule compiles it so;
+    the rule keeps the carry last in V-trace's time-major runs of 8 (512 x 4096)."""
     import json
     import os
     import subprocess
     import sys
 
     code = ("import json; from paper_repro.bench import sass as S; "
-            "case = next(S.carry_cases(('affine_scan',), [(64, 131072)])); "
-            "print(json.dumps(S.carry_row(*case)))")
-    rows = []
-    for first in ("0", "1"):
+            "cases = list(S.carry_cases(('affine_scan',), [(64, 131072)]))[:1] + "
+            "[c for c in S.carry_cases(('vtrace',), [(512, 4096)]) if c[4] and c[5] == 4]; "
+            "print(json.dumps([S.carry_row(*c) for c in cases]))")
+    arms = {}
+    for first in ("0", "1", ""):
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         env["PAPER_REPRO_RUNS_CARRY_FIRST"] = first
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                              text=True, check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    last, first = rows
-    assert (last["carry_first"], first["carry_first"]) == (0, 1)
-    assert (last["dtype"], last["phase"], last["flip"]) == ("fp32", 3, 4)
-    assert first["instructions"] < last["instructions"]
+        arms[first] = json.loads(out.stdout.strip().splitlines()[-1])
+    last, first, rule = arms["0"], arms["1"], arms[""]
+    assert [r["carry_first"] for r in (last[0], first[0], rule[0])] == [0, 1, -1]
+    assert (last[0]["dtype"], last[0]["phase"], last[0]["flip"]) == ("fp32", 3, 4)
+    assert (last[1]["kernel"], last[1]["time_major"], last[1]["flip"]) == ("vtrace", True, -8)
+    assert first[0]["instructions"] < last[0]["instructions"]
+    assert rule[0]["instructions"] == first[0]["instructions"]
+    assert first[1]["instructions"] != last[1]["instructions"]
+    assert rule[1]["instructions"] == last[1]["instructions"]
 
 
 @pytest.mark.parametrize("name", ["affine_scan", "gae", "vtrace"])
