@@ -455,8 +455,8 @@ def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
     """Scan of a tile held as runs of R ascending steps (backward: latest run first; forward:
     interleaved runs in time order): each thread composes its runs in registers, a forward
     scan across runs gives every run its incoming value, and the steps are then solved inside
-    the thread in scan order. ``CARRY_FIRST``: the kernel allows the carry to enter each run
-    first (``RUNS_CARRY_FIRST``)."""
+    the thread in scan order. Runs of up to 8 steps are entered with the carry applied where
+    the kernel passes ``CARRY_FIRST`` (``RUNS_CARRY_FIRST`` forces either way)."""
     BB: tl.constexpr = alpha.shape[0]
     G: tl.constexpr = BLOCK_T // R
     if INTERLEAVED:
