@@ -891,7 +891,8 @@ def test_sass_carry_arms_compile_apart():
     """``sass --carry``: cases under each arm (0: carry last, 1: first, unset: the shipped
     rule), each compiled in a process of its own. The fp32 look-back tile of 64 x 131072 (runs
     of 4) entered with the carry first takes fewer instructions, and the rule compiles it so;
-    the rule keeps the carry last in V-trace's time-major runs of 8 (512 x 4096)."""
+    the rule keeps the carry last in V-trace's time-major runs of 8 (512 x 4096) and in
+    Retrace's batch-major tiles of 128 steps (4096 x 128)."""
     import json
     import os
     import subprocess
@@ -899,7 +900,8 @@ def test_sass_carry_arms_compile_apart():
 
     code = ("import json; from paper_repro.bench import sass as S; "
             "cases = list(S.carry_cases(('affine_scan',), [(64, 131072)]))[:1] + "
-            "[c for c in S.carry_cases(('vtrace',), [(512, 4096)]) if c[4] and c[5] == 4]; "
+            "[c for c in S.carry_cases(('vtrace',), [(512, 4096)]) if c[4] and c[5] == 4] + "
+            "[c for c in S.carry_cases(('retrace',), [(4096, 128)]) if not c[4]][:1]; "
             "print(json.dumps([S.carry_row(*c) for c in cases]))")
     arms = {}
     for first in ("0", "1", ""):
@@ -916,6 +918,9 @@ def test_sass_carry_arms_compile_apart():
     assert rule[0]["instructions"] == first[0]["instructions"]
     assert first[1]["instructions"] != last[1]["instructions"]
     assert rule[1]["instructions"] == last[1]["instructions"]
+    assert (last[2]["kernel"], last[2]["time_major"], last[2]["BLOCK_T"]) == ("retrace", False, 128)
+    assert first[2]["instructions"] != last[2]["instructions"]
+    assert rule[2]["instructions"] == last[2]["instructions"]
 
 
 @pytest.mark.parametrize("name", ["affine_scan", "gae", "vtrace"])
@@ -1424,7 +1429,8 @@ def test_tile_ab_rows(monkeypatch, tmp_path):
     TA.main(["--out", str(out), "--shapes", "4x300,8x2048", "--algorithms", "gae",
              "--tiles", "1x512w4,2x2048w8"])
     rows = list(csv.DictReader(out.read_text().splitlines()))
-    assert asked == [("fp32", "NT", "float")] * 2 and {r["dtype"] for r in rows} == {"fp32"}
+    assert asked == [("fp32", "NT", "float", "plain")] * 2
+    assert {(r["dtype"], r["variant"]) for r in rows} == {("fp32", "plain")}
     assert [r["tile"].split()[0] for r in rows] == [
         "shipped", "1x512w4", "rl-triton", "shipped", "1x512w4", "2x2048w8", "rl-triton"]
     assert [r["device_us"] for r in rows if r["tile"] == "rl-triton"] == ["3.0", "3.0"]
@@ -1448,7 +1454,15 @@ def test_tile_ab_rows(monkeypatch, tmp_path):
     TA.main(["--out", str(out), "--shapes", "8x2048", "--algorithms", "gae", "--tiles",
              "1x512w4", "--dtype", "bf16"])  # rl-triton left out: it takes fp32 alone
     rows = list(csv.DictReader(out.read_text().splitlines()))
-    assert asked == [("bf16", "NT", "bool")] and [r["dtype"] for r in rows] == ["bf16"] * 2
+    assert asked == [("bf16", "NT", "bool", "plain")] and [r["dtype"] for r in rows] == ["bf16"] * 2
+    # truncated episodes: the variant reaches the inputs and the rows
+    asked.clear()
+    TA.main(["--out", str(out), "--shapes", "8x2048", "--algorithms", "vtrace", "--tiles",
+             "1x512w4", "--variant", "trunc", "--no-peer"])
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    assert asked == [("fp32", "NT", "float", "trunc")]
+    assert [(r["tile"].split()[0], r["variant"]) for r in rows] == [
+        ("shipped", "trunc"), ("1x512w4", "trunc")]
     assert TA.shipped_config("gae", 512, 4096, cpu, 2) == L.config_for(
         512, 4096, (4096, 1), cpu, itemsize=2, traits=traits_of("gae"))
     assert TA.shipped_config("gae", 512, 4096, cpu, 2) != TA.shipped_config(

@@ -255,8 +255,8 @@ def test_retrace_unrolls_actions_only_where_a_program_walks_tiles():
     assert unrolled_actions(4, WALK, 64) == 0  # two programs along time
     assert unrolled_actions(4, L.ScanConfig(1, 64, 1, 64), 45) == 0  # one tile
     assert unrolled_actions(4, replace(WALK, seg_len=16, single_pass=True), 45) == 0
-    shipped = L.choose_config(512, 4096, False, 132, True, True)
-    assert unrolled_actions(4, shipped, 4096) == 4
+    shipped = L.choose_config(512, 8192, False, 132, True, True)
+    assert unrolled_actions(4, shipped, 8192) == 4
     for n, t in ((4096, 128), (32768, 32), (64, 131072)):
         assert unrolled_actions(4, L.choose_config(n, t, False, 132, True, True), t) == 0
 

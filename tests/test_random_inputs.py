@@ -610,7 +610,9 @@ def test_heuristic_rows_up_to_2048_steps_in_one_tile():
 # (N, T, wide, retrace, dtype): the rule's estimators are those of its kind (V-trace wide,
 # Retrace wide and retrace, the others neither)
 ONE_LONG_TILE = [(3, 3100, False, False, torch.float32), (3, 1500, True, False, torch.float32),
-                 (5, 1500, True, True, torch.float32), (3, 3100, False, False, torch.bfloat16),
+                 (5, 1500, True, True, torch.float32), (3, 3100, True, False, torch.float32),
+                 (5, 3100, True, True, torch.float32), (5, 3100, True, True, torch.bfloat16),
+                 (3, 3100, False, False, torch.bfloat16),
                  (3, 1500, False, False, torch.bfloat16), (3, 3100, True, False, torch.bfloat16),
                  (3, 1500, True, False, torch.bfloat16)]
 _KIND = {"vtrace": (True, False), "retrace": (True, True)}
@@ -653,8 +655,10 @@ def test_heuristic_returns_rows_of_512_steps_in_four_warps():
 
 def test_heuristic_few_rows_of_4096_steps_in_one_tile():
     """fp32 rows of 3073-4096 steps of the estimators with few inputs, up to two an SM, take
-    one 4096-step tile in 8 warps; more rows, fp32 V-trace's, Retrace's, shorter rows and up
-    to four rows (split in time) do not (16-bit rows: ``test_heuristic_16bit_rows_in_one_tile``)."""
+    one 4096-step tile in 8 warps; more rows, shorter rows and up to four rows (split in time)
+    do not (16-bit rows: ``test_heuristic_16bit_rows_in_one_tile``). fp32 V-trace's, from five
+    rows up to one an SM, take it in 8 warps too; Retrace's in 16, fp32 any number of rows,
+    16-bit up to one an SM; V-trace's from there walk 1024-step tiles up to four rows an SM."""
     def tile(N, T, wide=False, retrace=False, itemsize=4, sms=132):
         c = L.choose_config(N, T, False, sms, wide, retrace, itemsize)
         return c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len
@@ -664,9 +668,17 @@ def test_heuristic_few_rows_of_4096_steps_in_one_tile():
     assert tile(265, 4096)[1] == 1024
     assert tile(512, 4096, sms=256) == (1, 4096, 8, 4096)  # two rows an SM of a larger GPU
     assert tile(256, 3000)[1] == 1024
-    assert tile(256, 4096, True)[1] < 4096
-    assert tile(256, 4096, True, True)[1] < 4096
+    for N, T in ((8, 4096), (132, 4096), (64, 3500)):
+        assert tile(N, T, True) == (1, 4096, 8, 4096), (N, T)
+    for N in (133, 256, 528):
+        assert tile(N, 4096, True) == (1, 1024, 4, 4096), N
+    assert tile(529, 4096, True)[1] == 512 and tile(384, 8192, True)[1] == 512
+    for N, T in ((1, 4096), (128, 4096), (512, 3500), (4096, 4096)):
+        assert tile(N, T, True, True) == (1, 4096, 16, 4096), (N, T)
+        assert tile(N, T, True, True, itemsize=2)[1] == (4096 if N <= 132 else 512), (N, T)
+    assert tile(512, 3072, True, True)[1] < 4096 and tile(512, 4097, True, True)[1] < 4096
     assert L.choose_config(4, 4096, False, 132, False).single_pass
+    assert L.choose_config(4, 4096, False, 132, True).single_pass  # V-trace's too
 
 
 def test_heuristic_16bit_rows_in_one_tile():
@@ -705,7 +717,7 @@ def test_heuristic_splits():
     (V-trace four, ``warps32`` one, in ``look_back_steps32``), otherwise 512 in one; Retrace
     256 steps in one warp; 16-bit rows from 131072 steps 1024 in one warp (V-trace 512).
     Retrace's tiles that walk rows hold half the others' elements a warp; V-trace's 1024 steps
-    in four warps from five rows to two an SM (16-bit four). fp32 time-major rows of up to a row
+    in four warps from five rows to two an SM (16-bit, and fp32 rows of up to 4096 steps: four). fp32 time-major rows of up to a row
     block an SM from 1024 steps (2048 from half the SMs) look back in one-tile 32x128 tiles
     (32x256 from 2**21 elements, ``time_major_look_back_steps``), but where the estimator's
     inputs fit L2 twice (``time_major_two_pass``)."""
@@ -738,14 +750,16 @@ def test_heuristic_splits():
         L.ScanConfig(1, 1024, 4, 8192, flip=2)
     assert L.choose_config(128, 16384, False, 132, True).single_pass
     walk = L.ScanConfig(1, 1024, 4, 4096, flip=4)
-    assert L.choose_config(264, 4096, False, 132, True) == walk  # V-trace, two rows an SM
-    assert L.choose_config(8, 4096, False, 132, True) == walk
-    assert L.choose_config(265, 4096, False, 132, True).BLOCK_T == 512
+    assert L.choose_config(528, 4096, False, 132, True) == walk  # V-trace, four rows an SM
+    assert L.choose_config(8, 3072, False, 132, True) == replace(walk, seg_len=3072)
+    assert L.choose_config(529, 4096, False, 132, True).BLOCK_T == 512
+    assert L.choose_config(264, 8192, False, 132, True) == replace(walk, seg_len=8192)
+    assert L.choose_config(265, 8192, False, 132, True).BLOCK_T == 512  # fp32 beyond 4096: two
     assert L.choose_config(528, 8192, False, 132, True, itemsize=2) == \
         L.ScanConfig(1, 1024, 4, 8192, flip=8)  # 16-bit: four rows an SM
     assert L.choose_config(529, 8192, False, 132, True, itemsize=2).BLOCK_T == 512
     assert L.choose_config(512, 16384, False, 132, True).BLOCK_T == 512
-    assert L.choose_config(512, 4096, False, 132, True, True).BLOCK_T == 512  # Retrace
+    assert L.choose_config(512, 8192, False, 132, True, True).BLOCK_T == 512  # Retrace
     assert kind(4, 1048576, retrace=True) == "look-back"
     assert kind(512, 4096) == kind(4096, 128) == kind(8192, 4096) == "one pass"
     assert kind(512, 4096, tm=True, retrace=True) == kind(4, 1048576, tm=True) == "look-back"
@@ -805,8 +819,8 @@ def test_heuristic_splits():
     assert L.choose_config(64, 300, False, 132, True, True).num_warps == 8
     assert L.choose_config(64, 512, False, 132, False).num_warps == 4
     assert L.choose_config(256, 512, False, 132, True, True).num_warps == 4
-    assert L.choose_config(512, 4096, False, 132, True, True).num_warps == 4
-    assert L.choose_config(512, 4096, False, 132, True).num_warps == 2  # V-trace
+    assert L.choose_config(512, 8192, False, 132, True, True).num_warps == 4
+    assert L.choose_config(512, 8192, False, 132, True).num_warps == 2  # V-trace
     # one-tile rows of the others: 256 elements a warp, 128 at most a row an SM
     assert L.choose_config(512, 512, False, 132, False).num_warps == 2
     assert L.choose_config(64, 512, False, 132, False).num_warps == 4

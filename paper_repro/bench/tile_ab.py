@@ -1,7 +1,8 @@
 """Forced batch-major tiles against the shipped one (and rl-triton's call) at chosen shapes.
 
 ``python -m paper_repro.bench.tile_ab [--out FILE] [--shapes 512x2048,...]
-[--algorithms gae,...] [--tiles 1x2048w8,...] [--repeats 3] [--no-peer] [--dtype bf16]``
+[--algorithms gae,...] [--tiles 1x2048w8,...] [--repeats 3] [--no-peer] [--dtype bf16]
+[--variant trunc]``
 
 (CUDA) Per estimator and shape, batch-major, fp32 (float flags) or bf16 (bool flags, as the
 roofline's bf16 cells): the shipped tile, then each of ``--tiles`` (``BxTwW``: rows, steps
@@ -22,7 +23,7 @@ from paper_repro.kernels import _launch as L
 SHAPES = "128x2048,256x2048,512x2048,1024x2048,2048x2048,4096x2048,512x1536,256x4096,512x4096"
 ALGORITHMS = "eligibility_traces,prefix_sum,gae,discounted_returns,lambda_returns"
 TILES = "1x2048w4,1x2048w8,1x2048w16,1x4096w8,1x4096w16"
-COLUMNS = ["algorithm", "num_envs", "seq_len", "dtype", "layout", "tile", "device_us",
+COLUMNS = ["algorithm", "num_envs", "seq_len", "dtype", "layout", "variant", "tile", "device_us",
            "max_abs_diff"]
 
 
@@ -51,14 +52,15 @@ def shipped_config(algorithm: str, N: int, T: int, device, itemsize: int = 4) ->
                         itemsize=itemsize, traits=traits_of(algorithm))
 
 
-def _case_rows(algorithm, N, T, tiles, repeats, peer, dtype="fp32"):
+def _case_rows(algorithm, N, T, tiles, repeats, peer, dtype="fp32", variant="plain"):
     from paper_repro.bench.forced import forced_time, prepared
     from paper_repro.tuning import device_time_us
 
     flags, itemsize = ("bool", 2) if dtype == "bf16" else ("float", 4)
-    case, prep, want = prepared(algorithm, N, T, dtype, "NT", flags)
+    case, prep, want = prepared(algorithm, N, T, dtype, "NT", flags, variant)
     shipped = shipped_config(algorithm, N, T, case.args[0].device, itemsize)
-    row = dict(algorithm=algorithm, num_envs=N, seq_len=T, dtype=dtype, layout="NT")
+    row = dict(algorithm=algorithm, num_envs=N, seq_len=T, dtype=dtype, layout="NT",
+               variant=variant)
     _, us = forced_time(prep, want, None, repeats=repeats)
     name = f"shipped {shipped.BLOCK_B}x{shipped.BLOCK_T}w{shipped.num_warps}"
     yield dict(row, tile=name, device_us=round(us, 3), max_abs_diff=0.0)
@@ -85,11 +87,14 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-peer", action="store_true", help="leave rl-triton out (bf16: always)")
     p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
+    p.add_argument("--variant", choices=("plain", "trunc"), default="plain",
+                   help="trunc: truncated episodes too (the estimators that take them)")
     args = p.parse_args(argv)
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     tiles = [parse_tile(t) for t in args.tiles.split(",")]
     rows = (row for N, T in shapes for a in args.algorithms.split(",")
-            for row in _case_rows(a, N, T, tiles, args.repeats, not args.no_peer, args.dtype))
+            for row in _case_rows(a, N, T, tiles, args.repeats, not args.no_peer, args.dtype,
+                                 args.variant))
     stream_csv(args.out, COLUMNS, rows)
 
 
