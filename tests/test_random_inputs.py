@@ -658,7 +658,7 @@ def test_heuristic_few_rows_of_4096_steps_in_one_tile():
     one 4096-step tile in 8 warps; more rows, shorter rows and up to four rows (split in time)
     do not (16-bit rows: ``test_heuristic_16bit_rows_in_one_tile``). fp32 V-trace's, from five
     rows up to one an SM, take it in 8 warps too; Retrace's in 16, fp32 any number of rows,
-    16-bit up to one an SM; V-trace's from there walk 1024-step tiles up to four rows an SM."""
+    16-bit up to one an SM; V-trace's from there walk 1024-step tiles up to three rows an SM."""
     def tile(N, T, wide=False, retrace=False, itemsize=4, sms=132):
         c = L.choose_config(N, T, False, sms, wide, retrace, itemsize)
         return c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len
@@ -670,9 +670,9 @@ def test_heuristic_few_rows_of_4096_steps_in_one_tile():
     assert tile(256, 3000)[1] == 1024
     for N, T in ((8, 4096), (132, 4096), (64, 3500)):
         assert tile(N, T, True) == (1, 4096, 8, 4096), (N, T)
-    for N in (133, 256, 528):
+    for N in (133, 256, 396):
         assert tile(N, 4096, True) == (1, 1024, 4, 4096), N
-    assert tile(529, 4096, True)[1] == 512 and tile(384, 8192, True)[1] == 512
+    assert tile(397, 4096, True)[1] == 512 and tile(384, 8192, True)[1] == 512
     for N, T in ((1, 4096), (128, 4096), (512, 3500), (4096, 4096)):
         assert tile(N, T, True, True) == (1, 4096, 16, 4096), (N, T)
         assert tile(N, T, True, True, itemsize=2)[1] == (4096 if N <= 132 else 512), (N, T)
@@ -717,7 +717,7 @@ def test_heuristic_splits():
     (V-trace four, ``warps32`` one, in ``look_back_steps32``), otherwise 512 in one; Retrace
     256 steps in one warp; 16-bit rows from 131072 steps 1024 in one warp (V-trace 512).
     Retrace's tiles that walk rows hold half the others' elements a warp; V-trace's 1024 steps
-    in four warps from five rows to two an SM (16-bit, and fp32 rows of up to 4096 steps: four). fp32 time-major rows of up to a row
+    in four warps from five rows to two an SM (16-bit four, fp32 rows of up to 4096 steps three). fp32 time-major rows of up to a row
     block an SM from 1024 steps (2048 from half the SMs) look back in one-tile 32x128 tiles
     (32x256 from 2**21 elements, ``time_major_look_back_steps``), but where the estimator's
     inputs fit L2 twice (``time_major_two_pass``)."""
@@ -750,9 +750,9 @@ def test_heuristic_splits():
         L.ScanConfig(1, 1024, 4, 8192, flip=2)
     assert L.choose_config(128, 16384, False, 132, True).single_pass
     walk = L.ScanConfig(1, 1024, 4, 4096, flip=4)
-    assert L.choose_config(528, 4096, False, 132, True) == walk  # V-trace, four rows an SM
+    assert L.choose_config(396, 4096, False, 132, True) == walk  # V-trace, three rows an SM
     assert L.choose_config(8, 3072, False, 132, True) == replace(walk, seg_len=3072)
-    assert L.choose_config(529, 4096, False, 132, True).BLOCK_T == 512
+    assert L.choose_config(397, 4096, False, 132, True).BLOCK_T == 512
     assert L.choose_config(264, 8192, False, 132, True) == replace(walk, seg_len=8192)
     assert L.choose_config(265, 8192, False, 132, True).BLOCK_T == 512  # fp32 beyond 4096: two
     assert L.choose_config(528, 8192, False, 132, True, itemsize=2) == \

@@ -190,13 +190,16 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
         if retrace and sms >= B:
             num_warps = max(8, num_warps)
     elif T > 1024 and (not wide or (not retrace and T <= 8192 and
-                                    4 < B <= (4 if itemsize < 4 or T <= 4096 else 2) * sms)):
+                                    4 < B <= (4 if itemsize < 4 else 3 if T <= 4096 else 2)
+                                    * sms)):
         # One row a program in tiles of 1024 (512x4096: prefix sum 6.9 -> 6.2 us, GAE 12.8 ->
         # 11.9, bf16 GAE 11.4 -> 10.4); V-trace's too, up to two rows an SM, 16-bit four
         # (split_rows.csv, split-more, split-long and split-trunc against 512-step tiles in 2
         # warps: 64x2048 to 256x4096 0.64-0.81x the time, truncated 0.62-0.76x; 512x4096 bf16
         # 0.88-0.90x, fp32 0.96x but truncated 1.12x; 1024 rows and more 0.99-1.10x;
-        # split-wide, 256x8192 against two passes: 27.1 -> 18.3 us, bf16 15.1 -> 9.3).
+        # split-wide, 256x8192 against two passes: 27.1 -> 18.3 us, bf16 15.1 -> 9.3). fp32
+        # rows of up to 4096 steps up to three an SM (H100, tile_4096_wide.csv: 384x4096 16.5
+        # -> 14.6 us, truncated 0.97x; 384x3072 0.82x; at 512x4096 truncated rows lost, 1.07x).
         BLOCK_B, BLOCK_T, num_warps = 1, 1024, 4
     else:
         BLOCK_T = min(_pow2(T), 512)
