@@ -717,10 +717,11 @@ def test_heuristic_splits():
     (V-trace four, ``warps32`` one, in ``look_back_steps32``), otherwise 512 in one; Retrace
     256 steps in one warp; 16-bit rows from 131072 steps 1024 in one warp (V-trace 512).
     Retrace's tiles that walk rows hold half the others' elements a warp; V-trace's 1024 steps
-    in four warps from five rows to two an SM (16-bit four, fp32 rows of up to 4096 steps three). fp32 time-major rows of up to a row
-    block an SM from 1024 steps (2048 from half the SMs) look back in one-tile 32x128 tiles
-    (32x256 from 2**21 elements, ``time_major_look_back_steps``), but where the estimator's
-    inputs fit L2 twice (``time_major_two_pass``)."""
+    in four warps from five rows to two an SM (16-bit four, fp32 rows of up to 4096 steps
+    three). fp32 time-major rows of up to a row block an SM from 1024 steps (2048 from half the
+    SMs) look back in one-tile 32x128 tiles (32x256 from 2**21 elements,
+    ``time_major_look_back_steps``), but where the estimator's inputs fit L2 twice
+    (``time_major_two_pass``)."""
     def kind(N, T, tm=False, wide=False, retrace=False):
         c = L.choose_config(N, T, tm, 132, wide or retrace, retrace)
         if c.single_pass and c.seg_len > c.BLOCK_T:
