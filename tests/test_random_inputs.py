@@ -656,9 +656,10 @@ def test_heuristic_returns_rows_of_512_steps_in_four_warps():
 def test_heuristic_few_rows_of_4096_steps_in_one_tile():
     """fp32 rows of 3073-4096 steps of the estimators with few inputs, up to two an SM, take
     one 4096-step tile in 8 warps; more rows, shorter rows and up to four rows (split in time)
-    do not (16-bit rows: ``test_heuristic_16bit_rows_in_one_tile``). fp32 V-trace's, from five
-    rows up to one an SM, take it in 8 warps too; Retrace's in 16, fp32 any number of rows,
-    16-bit up to one an SM; V-trace's from there walk 1024-step tiles up to three rows an SM."""
+    do not (16-bit rows: ``test_heuristic_16bit_rows_in_one_tile``). fp32 V-trace's of
+    2049-4096 steps, from five rows up to one an SM, take it in 8 warps too; Retrace's in 16, of
+    2049-4096 steps up to a row an SM, fp32 of 3073-4096 any number; V-trace's from there walk
+    1024-step tiles up to three rows an SM."""
     def tile(N, T, wide=False, retrace=False, itemsize=4, sms=132):
         c = L.choose_config(N, T, False, sms, wide, retrace, itemsize)
         return c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len
@@ -668,15 +669,20 @@ def test_heuristic_few_rows_of_4096_steps_in_one_tile():
     assert tile(265, 4096)[1] == 1024
     assert tile(512, 4096, sms=256) == (1, 4096, 8, 4096)  # two rows an SM of a larger GPU
     assert tile(256, 3000)[1] == 1024
-    for N, T in ((8, 4096), (132, 4096), (64, 3500)):
+    for N, T in ((8, 4096), (132, 4096), (64, 3500), (32, 2049), (128, 3072)):
         assert tile(N, T, True) == (1, 4096, 8, 4096), (N, T)
+        assert tile(N, T, True, True) == (1, 4096, 16, 4096), (N, T)
+        assert tile(N, T, True, True, itemsize=2) == (1, 4096, 16, 4096), (N, T)
+    assert tile(132, 2048, True)[1] == 2048 and tile(133, 3072, True)[1] == 1024
+    assert tile(4, 3072, True, True)[1] == 4096  # Retrace's few rows are not split
     for N in (133, 256, 396):
         assert tile(N, 4096, True) == (1, 1024, 4, 4096), N
     assert tile(397, 4096, True)[1] == 512 and tile(384, 8192, True)[1] == 512
     for N, T in ((1, 4096), (128, 4096), (512, 3500), (4096, 4096)):
         assert tile(N, T, True, True) == (1, 4096, 16, 4096), (N, T)
         assert tile(N, T, True, True, itemsize=2)[1] == (4096 if N <= 132 else 512), (N, T)
-    assert tile(512, 3072, True, True)[1] < 4096 and tile(512, 4097, True, True)[1] < 4096
+    for N, T in ((133, 3072), (512, 2560), (512, 4097)):
+        assert tile(N, T, True, True)[1] < 4096, (N, T)
     assert L.choose_config(4, 4096, False, 132, False).single_pass
     assert L.choose_config(4, 4096, False, 132, True).single_pass  # V-trace's too
 
@@ -752,7 +758,7 @@ def test_heuristic_splits():
     assert L.choose_config(128, 16384, False, 132, True).single_pass
     walk = L.ScanConfig(1, 1024, 4, 4096, flip=4)
     assert L.choose_config(396, 4096, False, 132, True) == walk  # V-trace, three rows an SM
-    assert L.choose_config(8, 3072, False, 132, True) == replace(walk, seg_len=3072)
+    assert L.choose_config(264, 3072, False, 132, True) == replace(walk, seg_len=3072)
     assert L.choose_config(397, 4096, False, 132, True).BLOCK_T == 512
     assert L.choose_config(264, 8192, False, 132, True) == replace(walk, seg_len=8192)
     assert L.choose_config(265, 8192, False, 132, True).BLOCK_T == 512  # fp32 beyond 4096: two

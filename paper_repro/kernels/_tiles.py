@@ -128,12 +128,13 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
     elif many_long_rows:
         # 32x128 tiles, 16 warps, one pass (8192x4096: 172 -> 151 us).
         BLOCK_B, BLOCK_T, num_warps = 32, 128, 16
-    elif retrace and 3072 < T <= 4096 and (itemsize == 4 or sms >= B):
-        # Retrace's rows of 3073-4096 steps in one tile of 16 warps, no walk; 16-bit ones up
-        # to a row an SM (H100, tile_4096_wide.csv, against 512-step tiles walked: 32-192 rows
-        # 0.48-0.87x the time, 128x4096 17.5 -> 8.5 us; 384-4096 rows 0.93-0.99x; bf16
-        # 128x4096 12.4 -> 6.2, 512 rows 1.12x). 32 warps: 0.91-0.95x at 128-192 rows, 0.98-
-        # 1.01x elsewhere, past the 16 warps every other tile keeps to.
+    elif retrace and 2048 < T <= 4096 and (sms >= B or (itemsize == 4 and T > 3072)):
+        # Retrace's rows of 2049-4096 steps up to a row an SM, and fp32 ones of 3073-4096 steps
+        # however many, in one tile of 16 warps, no walk (H100, tile_4096_wide.csv, against
+        # 512-step tiles walked: 32-192 rows x 4096 0.48-0.87x the time, 128x4096 17.5 -> 8.5
+        # us; 384-4096 rows 0.93-0.99x; bf16 128x4096 12.4 -> 6.2, 512 rows 1.12x; x 2560-3072
+        # 0.59-0.65x up to a row an SM, 1.00-1.08x at 512-1024 rows). 32 warps: 0.91-0.95x at
+        # 128-192 rows, 0.98-1.01x elsewhere, past the 16 warps every other tile keeps to.
         BLOCK_B, BLOCK_T, num_warps = 1, 4096, 16
     elif retrace and T > 512 and 2 * sms < B:
         # Retrace rows a program walks, from more rows than two an SM (tile_probe.csv, small
@@ -148,9 +149,10 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
             BLOCK_T, num_warps = 2048, 8
         elif itemsize == 4 and 4 * sms < B:
             BLOCK_T, num_warps = 256, 2
-    elif wide and not retrace and itemsize == 4 and 3072 < T <= 4096 and 4 < B <= sms:
-        # V-trace's fp32 rows of 3073-4096 steps, up to one an SM, in one tile of 8 warps (H100,
-        # tile_4096_wide.csv: 128x4096 5.53 -> 4.77 us against 1024-step tiles walked).
+    elif wide and not retrace and itemsize == 4 and 2048 < T <= 4096 and 4 < B <= sms:
+        # V-trace's fp32 rows of 2049-4096 steps, up to one an SM, in one tile of 8 warps (H100,
+        # tile_4096_wide.csv, against 1024-step tiles walked: 8-128 rows 0.65-0.88x the time,
+        # 128x4096 5.53 -> 4.77 us; 192 rows 1.08x).
         BLOCK_B, BLOCK_T, num_warps = 1, 4096, 8
     elif wide and not retrace and itemsize == 4 and 1024 < T <= 2048 and B > 4:
         # V-trace's fp32 rows in one 2048-step tile of 16 warps (H100, tile_2048_wide.csv, two
