@@ -132,9 +132,10 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
         # Retrace's rows of 2049-4096 steps up to a row an SM, and fp32 ones of 3073-4096 steps
         # however many, in one tile of 16 warps, no walk (H100, tile_4096_wide.csv, against
         # 512-step tiles walked: 32-192 rows x 4096 0.48-0.87x the time, 128x4096 17.5 -> 8.5
-        # us; 384-4096 rows 0.93-0.99x; bf16 128x4096 12.4 -> 6.2, 512 rows 1.12x; x 2560-3072
-        # 0.59-0.65x up to a row an SM, 1.00-1.08x at 512-1024 rows). 32 warps: 0.91-0.95x at
-        # 128-192 rows, 0.98-1.01x elsewhere, past the 16 warps every other tile keeps to.
+        # us; 384-4096 rows 0.93-0.99x; bf16 128x4096 12.4 -> 6.2, 512 rows 1.12x; x 2049-3072
+        # 0.57-0.74x up to a row an SM, bf16 0.59-0.95x; 1.00-1.08x at 512-1024 rows). 32
+        # warps: 0.91-0.95x at 128-192 rows, 0.98-1.01x elsewhere, past the 16 warps every
+        # other tile keeps to.
         BLOCK_B, BLOCK_T, num_warps = 1, 4096, 16
     elif retrace and T > 512 and 2 * sms < B:
         # Retrace rows a program walks, from more rows than two an SM (tile_probe.csv, small
@@ -151,7 +152,7 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
             BLOCK_T, num_warps = 256, 2
     elif wide and not retrace and itemsize == 4 and 2048 < T <= 4096 and 4 < B <= sms:
         # V-trace's fp32 rows of 2049-4096 steps, up to one an SM, in one tile of 8 warps (H100,
-        # tile_4096_wide.csv, against 1024-step tiles walked: 8-128 rows 0.65-0.88x the time,
+        # tile_4096_wide.csv, against 1024-step tiles walked: 8-132 rows 0.65-0.92x the time,
         # 128x4096 5.53 -> 4.77 us; 192 rows 1.08x).
         BLOCK_B, BLOCK_T, num_warps = 1, 4096, 8
     elif wide and not retrace and itemsize == 4 and 1024 < T <= 2048 and B > 4:
