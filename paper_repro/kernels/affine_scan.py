@@ -100,7 +100,9 @@ WALKED_LOOK_BACK: tl.constexpr = tl.constexpr(6)
 # Tiles held as runs of up to 8 steps enter each run with the carry applied (it is known
 # before the runs are solved): one multiply-add a step, not the three of xa + xb * carry
 # (data/h200/sass_carry.csv; time-major GAE 512x4096 0.87x the time on an H100,
-# data/h100/carry_first_ab.csv). Runs of 16 kept the carry last (1.05x). The A/B's arms:
+# data/h100/carry_first_ab.csv). Runs of 16 keep the carry last (1.05x), and so do the tiles
+# whose kernel passes CARRY_FIRST false (V-trace's interleaved runs of 8, Retrace's batch-major
+# 128-step tiles). The A/B's arms:
 # PAPER_REPRO_RUNS_CARRY_FIRST=0 carry last everywhere, =1 first everywhere, unset the rule.
 RUNS_CARRY_FIRST: tl.constexpr = tl.constexpr(
     {"0": 0, "1": 1}.get(os.environ.get("PAPER_REPRO_RUNS_CARRY_FIRST", ""), -1))
