@@ -184,6 +184,55 @@ def test_two_pass_tiles_of_long_rows(est, dtype, run, kernels):
         check(est, d, TOL[dtype])
 
 
+# Two passes that scan, then fix: runs of 4 and 8, time in order, latest step first,
+# interleaved runs, segments that are no multiple of the store runs; the fix tile other than
+# the first pass's. The inputs: 5 % terminations, none (every step is fixed), non-finite ones.
+FIX_TILES = [L.ScanConfig(1, 32, 1, 128, flip=4, fix_steps=8),
+             L.ScanConfig(2, 16, 1, 64, flip=8, fix_steps=16, fix_warps=2),
+             L.ScanConfig(1, 16, 1, 64, fix_steps=16),
+             L.ScanConfig(2, 16, 1, 32, flip=-4, fix_steps=8),
+             L.ScanConfig(1, 4, 1, 36, fix_steps=4),
+             L.ScanConfig(1, 8, 1, 40, flip=1, fix_steps=8)]
+FIX_IDS = ["runs4", "runs8-rows2", "in-order", "interleaved4", "seg36", "latest-first"]
+FIX_INPUTS = ["terminations", "none", "non-finite"]
+FIXING_KERNELS = {"gae", "returns", "decayed_sum"}
+
+
+@pytest.mark.parametrize("est,config,inputs", [p for p in every_kernel(
+    [(c, x) for c in FIX_TILES for x in FIX_INPUTS],
+    [f"{n}-{x}" for n in FIX_IDS for x in FIX_INPUTS], lambda case: FIXING_KERNELS)
+    if p.values[0].kernel in FIXING_KERNELS])
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_scan_then_fix(est, config, inputs, kernels):
+    """Two passes that scan from a zero carry, storing from each row's first zero coefficient
+    on, then rescan the steps before it with the true carry, against the reference: every
+    step stored by exactly one pass, and a non-finite carry spread as the scan spreads it."""
+    d = make_inputs(3, 301, device=device_of(kernels))
+    if inputs == "none":
+        d["term"].zero_()
+        d["trunc"].zero_()
+    if inputs == "non-finite":
+        d["r"][1, 37], d["r"][2, 260] = float("nan"), float("inf")
+    want = outputs(est.call(ref, d))
+    with kernels_on(kernels), L.force_config(config):
+        got = outputs(est.call(P, d))
+    for g, w in zip(got, want):
+        g, w = g.double().cpu(), w.double()
+        assert torch.equal(g.isnan(), w.isnan()) and torch.equal(g.isinf(), w.isinf())
+        finite = w.isfinite()
+        assert_close(est.name, g[finite], w[finite], TOL[torch.float32])
+
+
+@pytest.mark.parametrize("est", [p for p in every_kernel([()], ["vtrace"], lambda case: {"vtrace"})
+                                 if p.values[0].kernel == "vtrace"])
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_fix_tile_where_the_kernel_does_not_fix(est, kernels):
+    """A kernel without the fixing passes takes a tile of ``fix_steps`` as reduce, then scan."""
+    d = make_inputs(3, 301, device=device_of(kernels))
+    with kernels_on(kernels), L.force_config(FIX_TILES[0]):
+        check(est, d, TOL[torch.float32])
+
+
 SPLIT_RULES = [("gae", 5, 16400, torch.float32, True), ("vtrace", 5, 7700, torch.float32, False),
                ("discounted_returns", 6, 16384, torch.float32, True),
                ("vtrace", 2, 4100, torch.float32, True), ("gae", 3, 5000, torch.float64, True),

@@ -27,6 +27,7 @@ forward ``A_t = alpha_t + beta_t A_{t-1}`` with ``A_{-1} = seed``. Padded lanes 
 identity ``(0, 1)``. Estimator kernels reuse the jit helpers below in the same loop shape.
 """
 import os
+from dataclasses import replace
 from typing import Optional
 
 import torch
@@ -106,6 +107,15 @@ WALKED_LOOK_BACK: tl.constexpr = tl.constexpr(6)
 # PAPER_REPRO_RUNS_CARRY_FIRST=0 carry last everywhere, =1 first everywhere, unset the rule.
 RUNS_CARRY_FIRST: tl.constexpr = tl.constexpr(
     {"0": 0, "1": 1}.get(os.environ.get("PAPER_REPRO_RUNS_CARRY_FIRST", ""), -1))
+# Two passes that scan, then fix (``ScanConfig.fix_steps``): the first scans each segment from a
+# zero carry and stores the steps from its first zero coefficient on (in scan order), which no
+# carry reaches; the second rescans, with the true carry, only the steps before it, in tiles of
+# its own. Where every coefficient is zero somewhere early (episodes end), the inputs are read
+# about once; where none is, the first pass stores nothing and the second rescans it all.
+SCAN_LOCAL: tl.constexpr = tl.constexpr(7)
+FIX: tl.constexpr = tl.constexpr(8)
+# Aggregates a fixing program composes in one round (its segment's predecessors in a row)
+FIX_WINDOW: tl.constexpr = tl.constexpr(512)
 # Publish every tile's inclusive prefix; tests turn it off (interpreter) so that each look-back
 # walks past the first tile across several windows, which in-order execution never does.
 SHORTCUT: tl.constexpr = tl.constexpr(True)
@@ -715,14 +725,15 @@ def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE: tl.c
                    REVERSE: tl.constexpr):
     """The carry entering this program's segment: compose the aggregates of the segments
     between it and the boundary (PHASE 2), a window of them at a time, so that the loads are
-    in flight together instead of one after another; zero when reducing (PHASE 1, 4)."""
+    in flight together instead of one after another; zero when reducing (PHASE 1, 4,
+    SCAN_LOCAL); FIX composes as PHASE 2."""
     if PHASE == 1:  # noqa: SIM114 (static branches)
         carry = tl.zeros_like(carry0)
-    elif PHASE == 4:  # its first sweep reduces
+    elif PHASE == 4 or PHASE == SCAN_LOCAL:  # its first sweep reduces
         carry = tl.zeros_like(carry0)
     else:
         carry = carry0
-    if PHASE == 2:
+    if (PHASE == FIX) | (PHASE == 2):
         if REVERSE:
             count = n_seg - 1 - pid_s
         else:
@@ -732,7 +743,7 @@ def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE: tl.c
         # At most 256 aggregates a window: wider row blocks scan across lanes (sm_90, the
         # time-major 32 x 16 two-pass tile: 152 shuffles 8 at a time, 296 at 32).
         BB: tl.constexpr = rows.shape[0]
-        W: tl.constexpr = 256 // BB if BB > 8 else 32
+        W: tl.constexpr = 256 // BB if BB > 8 else (FIX_WINDOW if PHASE == FIX else 32)
         j = tl.arange(0, W)
         for w in range(0, count, W):
             # Window entry j is the segment w + j away, nearest first; applied last.
@@ -771,6 +782,89 @@ def store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, agg_a, agg_b):
 
 
 @triton.jit
+def store_segment(agg_ptr, rows, row_mask, B, n_seg, pid_s, agg_a, agg_b, reach, t_begin,
+                  PHASE: tl.constexpr):
+    """After a reducing pass (PHASE 1, SCAN_LOCAL): the segment's aggregate and, scanning
+    locally, each row's ``reach`` as an offset from the segment's first step (a third plane)."""
+    if (PHASE == SCAN_LOCAL) | (PHASE == 1):
+        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, agg_a, agg_b)
+    if PHASE == SCAN_LOCAL:
+        mine = link_offsets(rows, pid_s, B, n_seg, rows.shape[0])
+        tl.store(agg_ptr + 2 * B * n_seg + mine, (reach - t_begin).to(agg_a.dtype),
+                 mask=row_mask)
+
+
+@triton.jit
+def reach_start(t_begin, seg_len, BLOCK_B: tl.constexpr, REVERSE: tl.constexpr):
+    """Each row's first zero coefficient in scan order, none seen yet: the step just past the
+    segment's far end."""
+    if REVERSE:
+        reach = tl.zeros([BLOCK_B], tl.int32) + (t_begin - 1)
+    else:
+        reach = tl.zeros([BLOCK_B], tl.int32) + (t_begin + seg_len)
+    return reach
+
+
+@triton.jit
+def track_reach(reach, beta, t, mask, PHASE: tl.constexpr, REVERSE: tl.constexpr):
+    """SCAN_LOCAL: ``reach`` moved to this tile's first zero coefficient in scan order, per
+    row; from there on the scan no longer depends on the segment's carry."""
+    if PHASE == SCAN_LOCAL:
+        zero = (beta == 0.0) & mask
+        if REVERSE:
+            reach = tl.maximum(reach, tl.max(tl.where(zero, t[None, :], -1), axis=1))
+        else:
+            reach = tl.minimum(reach, tl.min(tl.where(zero, t[None, :], 2147483647), axis=1))
+    return reach
+
+
+@triton.jit
+def fix_mask(mask, t, reach, PHASE: tl.constexpr, REVERSE: tl.constexpr, FLIP: tl.constexpr):
+    """The steps a pass stores: SCAN_LOCAL those its zero carry cannot have changed (from
+    ``reach`` on in scan order), FIX the others; every step in the other phases. Whole runs
+    of V steps at a time, so that stores stay vectorised (``V`` divides the segment)."""
+    V: tl.constexpr = FLIP if FLIP > 1 else (8 if FLIP == 0 else 1)
+    run = t[None, :] // V * V
+    if REVERSE:
+        last_kept = reach[:, None] - (V - 1)  # a run is the carry's if it holds a later step
+    else:
+        last_kept = reach[:, None]
+    if PHASE == SCAN_LOCAL:
+        if REVERSE:
+            mask = mask & (run <= last_kept)
+        else:
+            mask = mask & (run >= last_kept)
+    if PHASE == FIX:
+        if REVERSE:
+            mask = mask & (run > last_kept)
+        else:
+            mask = mask & (run < last_kept)
+    return mask
+
+
+@triton.jit
+def fix_reach(agg_ptr, rows, row_mask, B, n_seg, pid_s, t_begin, n_chunks, carry,
+              BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, FLIP: tl.constexpr):
+    """FIX: (each row's reach from the first pass, the tiles to rescan in scan order). A row
+    whose carry is not finite rescans its segment whole, as the scan would spread it there."""
+    mine = link_offsets(rows, pid_s, B, n_seg, rows.shape[0])
+    stored = tl.load(agg_ptr + 2 * B * n_seg + mine, mask=row_mask, other=0.0)
+    reach = t_begin + stored.to(tl.int32)
+    finite = tl.abs(carry) < float("inf")
+    end = t_begin + n_chunks * BLOCK_T
+    V: tl.constexpr = FLIP if FLIP > 1 else (8 if FLIP == 0 else 1)  # as fix_mask's runs
+    if REVERSE:
+        reach = tl.where(row_mask, tl.where(finite, reach, t_begin - 1), end)
+        first = (tl.min(reach, axis=0) + 1) // V * V  # the earliest step fix_mask keeps
+        n_fix = tl.minimum(tl.maximum(n_chunks - (first - t_begin) // BLOCK_T, 0), n_chunks)
+    else:
+        reach = tl.where(row_mask, tl.where(finite, reach, end), t_begin)
+        past = tl.cdiv(tl.max(reach, axis=0), V) * V  # past the latest step it keeps
+        n_fix = tl.minimum(tl.cdiv(past - t_begin, BLOCK_T), n_chunks)
+    return reach, n_fix
+
+
+@triton.jit
 def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_ptr,
                        B, T, n_seg, seg_len, stride_b, stride_t, out_stride_b, out_stride_t,
                        HAS_INIT: tl.constexpr, REVERSE: tl.constexpr,
@@ -786,6 +880,11 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
     if HAS_INIT:
         carry0 = tl.load(init_ptr + rows, mask=row_mask, other=0.0).to(ACC)
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, REVERSE)
+    reach = reach_start(t_begin, seg_len, BLOCK_B, REVERSE)
+    n_loop = n_chunks
+    if PHASE == FIX:
+        reach, n_loop = fix_reach(agg_ptr, rows, row_mask, B, n_seg, pid_s, t_begin, n_chunks,
+                                  carry, BLOCK_T, REVERSE, FLIP)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for sweep in tl.static_range(1 + (PHASE == 4)):
         against = against_scan_order(PHASE, sweep, BLOCK_B)
@@ -795,7 +894,7 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
                                      BLOCK_T, REVERSE, FLIP, against)
         alpha = step_load(alpha_ptr, offs, mask, FOURS_BELOW, 0.0)
         beta = step_load(beta_ptr, offs, mask, FOURS_BELOW, 1.0)
-        for i in range(n_chunks):
+        for i in range(n_loop):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, REVERSE, FLIP, against)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
@@ -806,16 +905,16 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
             out, carry, agg_b, _ = sweep_tile(
                 alpha.to(ACC), beta.to(ACC), carry, agg_b, agg_ptr, status_ptr, rows, row_mask,
                 pid_b, pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP, against, True)
+            reach = track_reach(reach, beta.to(ACC), t, mask, PHASE, REVERSE)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
-                store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t,
-                           FOURS_BELOW)
+                store_tile(out_ptr, out, rows, t, fix_mask(mask, t, reach, PHASE, REVERSE, FLIP),
+                           out_stride_b, out_stride_t, FOURS_BELOW)
             if PREFETCH:
                 alpha, beta = alpha_n, beta_n
             else:
                 alpha = step_load(alpha_ptr, offs_n, mask_n, FOURS_BELOW, 0.0)
                 beta = step_load(beta_ptr, offs_n, mask_n, FOURS_BELOW, 1.0)
-    if PHASE == 1:
-        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
+    store_segment(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b, reach, t_begin, PHASE)
 
 
 class Launch:
@@ -831,16 +930,17 @@ class Launch:
     spare its programs zero (``_links.py``). ``one_tile``: one-pass programs of one tile take
     ONE_TILE (else the walk, PHASE 0); ``look_back_tile``: the one-tile look-back takes its
     compile-time tile (PHASE 3, else ``WALKED_LOOK_BACK``); ``prefetch``: the kernel's own
-    rule for PREFETCH (``L.prefetch``'s ``allowed``)."""
+    rule for PREFETCH (``L.prefetch``'s ``allowed``); ``fixes``: the kernel takes SCAN_LOCAL and
+    FIX, so that a tile of ``fix_steps`` runs its two passes so."""
 
     __slots__ = ("kernel", "grid", "num_warps", "B", "acc", "device", "cuda_index", "middle",
-                 "tile", "one_pass", "single_pass", "launchers", "grid3", "maxnreg")
+                 "tile", "one_pass", "single_pass", "launchers", "grid3", "maxnreg", "fix")
     # single_pass: the look-back's PHASE (3 or 6: a tile a program; 4: a segment of tiles
     # swept twice, reduce then scan), or 0 for none.
 
     def __init__(self, kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, device,
                  ints: tuple, scalars: tuple = (), flags: tuple = (), one_tile: bool = True,
-                 look_back_tile: bool = True, prefetch: bool = True):
+                 look_back_tile: bool = True, prefetch: bool = True, fixes: bool = False):
         self.kernel, self.num_warps, self.B, self.acc, self.device = (
             kernel, config.num_warps, B, acc, device)
         self.maxnreg = config.max_registers
@@ -857,9 +957,15 @@ class Launch:
             one = 3 if look_back_tile else WALKED_LOOK_BACK
             self.single_pass = one if config.seg_len == config.BLOCK_T else 4
         self.launchers = {}  # one-pass direct launchers by device and pointer alignment
-        if abs(config.flip) > 1 and config.BLOCK_T % abs(config.flip):
-            raise ValueError(f"runs of {abs(config.flip)} steps must divide "
-                             f"BLOCK_T={config.BLOCK_T}")
+        for steps in (config.BLOCK_T, config.fix_steps or config.BLOCK_T):
+            if abs(config.flip) > 1 and steps % abs(config.flip):
+                raise ValueError(f"runs of {abs(config.flip)} steps must divide {steps}")
+        # the second of two passes that scan, then fix: (warps, tile)
+        self.fix = None
+        if fixes and config.fix_steps and not config.single_pass and self.one_pass is None:
+            fixing = replace(config, BLOCK_T=config.fix_steps, num_warps=config.fix_warps)
+            self.fix = (config.fix_warps, (config.BLOCK_B, config.fix_steps,
+                                           L.prefetch(fixing, prefetch), *self.tile[3:]))
 
     def __call__(self, pointers: tuple):
         if self.cuda_index is not None and self.cuda_index != D.current_device():
@@ -879,7 +985,14 @@ class Launch:
                                                         self.single_pass, *self.tile), n,
                       self.maxnreg)
             return
-        agg = torch.empty((2, self.B * grid[1]), dtype=self.acc, device=self.device)
+        agg = torch.empty((2 + (self.fix is not None), self.B * grid[1]), dtype=self.acc,
+                          device=self.device)
+        if self.fix is not None:
+            D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, SCAN_LOCAL, *self.tile),
+                  n, self.maxnreg)
+            D.run(kernel, grid, self.fix[0], (*pointers, agg, agg, *self.middle, FIX,
+                                              *self.fix[1]), n, self.maxnreg)
+            return
         D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 1, *self.tile), n, self.maxnreg)
         D.run(kernel, grid, w, (*pointers, agg, agg, *self.middle, 2, *self.tile), n, self.maxnreg)
 
@@ -922,7 +1035,8 @@ def scan_launch(alpha, beta, initial, reverse: bool, out: torch.Tensor):
     rows = L.Rows(B, T, stride, dict(alpha=alpha, beta=beta))
     config, fours = L.tile_of(rows, alpha.device, out.element_size(), names=())
     job = Launch(affine_scan_kernel, config, B, T, L.acc_dtype(out.dtype), alpha.device,
-                 (*stride, *out.stride()), flags=(initial is not None, reverse, fours))
+                 (*stride, *out.stride()), flags=(initial is not None, reverse, fours),
+                 fixes=True)
     return job, L.pointers(out, alpha, beta, initial, out)
 
 

@@ -15,21 +15,26 @@ from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
+    FIX,
     Launch,
     against_scan_order,
     aligned_layout,
+    fix_mask,
+    fix_reach,
     incoming_carry,
     neighbour_load,
     next_tile,
     program_ids,
+    reach_start,
     row_block,
     segment_chunks,
     segment_sweep,
     step_load,
-    store_aggregate,
+    store_segment,
     store_tile,
     sweep_tile,
     tile_offsets,
+    track_reach,
 )
 from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.torch_scan import torch_affine_scan
@@ -37,7 +42,7 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 DONES = ("dones", "dones2")  # the flags a launch may load four at a time (L.four_loads)
 # 16-bit time-major walks in 32-env tiles: by look-back while the programs number under the
 # SMs, else in runs (``_tiles.wide_walks16``)
-TILE_TRAITS = L.TileTraits(walk16_share=1.0)
+TILE_TRAITS = L.TileTraits(walk16_share=1.0, fixes=True)
 
 
 @triton.jit
@@ -90,6 +95,11 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, done2_ptr, seed_ptr, out_ptr, agg_pt
     if HAS_SEED:
         carry0 = tl.load(seed_ptr + rows, mask=row_mask, other=0.0).to(ACC)
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, False)
+    reach = reach_start(t_begin, seg_len, BLOCK_B, False)
+    n_loop = n_chunks
+    if PHASE == FIX:
+        reach, n_loop = fix_reach(agg_ptr, rows, row_mask, B, n_seg, pid_s, t_begin,
+                                  n_chunks, carry, BLOCK_T, False, FLIP)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for sweep in tl.static_range(1 + (PHASE == 4)):
         against = against_scan_order(PHASE, sweep, BLOCK_B)
@@ -99,7 +109,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, done2_ptr, seed_ptr, out_ptr, agg_pt
                                      BLOCK_T, False, FLIP, against)
         x, d = decayed_inputs(x_ptr, done_ptr, done2_ptr, offs, mask, t, row_mask, T,
                               stride_t, PREVIOUS_DONE, FLIP, TWO_FLAGS, FOURS_BELOW, ACC)
-        for i in range(n_chunks):
+        for i in range(n_loop):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, False, FLIP, against)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
@@ -113,17 +123,17 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, done2_ptr, seed_ptr, out_ptr, agg_pt
             out, carry, agg_b, _ = sweep_tile(
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
                 n_seg, PHASE, BLOCK_T, False, FLIP, against, True)
+            reach = track_reach(reach, beta, t, mask, PHASE, False)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
-                store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t,
-                           FOURS_BELOW)
+                store_tile(out_ptr, out, rows, t, fix_mask(mask, t, reach, PHASE, False, FLIP),
+                           out_stride_b, out_stride_t, FOURS_BELOW)
             if PREFETCH:
                 x, d = x_n, d_n
             else:
                 x, d = decayed_inputs(x_ptr, done_ptr, done2_ptr, offs_n, mask_n, t_n,
                                       row_mask, T, stride_t, PREVIOUS_DONE, FLIP, TWO_FLAGS,
                                       FOURS_BELOW, ACC)
-    if PHASE == 1:
-        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
+    store_segment(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b, reach, t_begin, PHASE)
 
 
 def decayed_sum(name, x, dones, decay, seed_values, previous_done, time_dim, validate):
@@ -170,7 +180,7 @@ def reset_sum(x, dones, seed_values, decay: float, previous_done: float, time_di
     config, fours = L.tile_of(rows, o.device, o.element_size(), TILE_TRAITS, names=DONES)
     job = Launch(decayed_sum_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(decay),
-                 (bool(previous_done), seed is not None, dones2 is not None, fours))
+                 (bool(previous_done), seed is not None, dones2 is not None, fours), fixes=True)
     # without dones2 its pointer is the dones' (never read), so a recorded plan needs no slot
     flags2 = rows["dones"] if dones2 is None else rows["dones2"]
     P.launch(job, L.pointers(o, rows["x"], rows["dones"], flags2, seed, o),

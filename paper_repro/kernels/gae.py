@@ -13,22 +13,27 @@ from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
+    FIX,
     Launch,
     against_scan_order,
     aligned_layout,
+    fix_mask,
+    fix_reach,
     incoming_carry,
     neighbour_load,
     next_tile,
     program_ids,
     raw_flags,
+    reach_start,
     row_block,
     segment_chunks,
     segment_sweep,
     step_load,
-    store_aggregate,
+    store_segment,
     store_tile,
     sweep_tile,
     tile_offsets,
+    track_reach,
 )
 from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.torch_scan import torch_affine_scan
@@ -46,7 +51,7 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # under half the SMs, else in runs (``_tiles.wide_walks16``).
 TILE_TRAITS = L.TileTraits(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512,
                            time_major_two_pass=(0, 0), time_major_look_back_steps=128,
-                           time_major_row_warps=4, walk16_share=0.5)
+                           time_major_row_warps=4, walk16_share=0.5, fixes=True)
 
 
 @triton.jit
@@ -95,6 +100,11 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
     t_begin, n_chunks = segment_chunks(pid_s, T, seg_len, BLOCK_T, PHASE)
     carry0 = tl.zeros([BLOCK_B], ACC)
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, True)
+    reach = reach_start(t_begin, seg_len, BLOCK_B, True)
+    n_loop = n_chunks
+    if PHASE == FIX:
+        reach, n_loop = fix_reach(agg_ptr, rows, row_mask, B, n_seg, pid_s, t_begin,
+                                  n_chunks, carry, BLOCK_T, True, FLIP)
     last = tl.zeros([BLOCK_B], ACC)
     if HAS_LAST:
         last = tl.load(last_ptr + rows, mask=row_mask, other=0.0).to(ACC)
@@ -107,7 +117,7 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
                                      BLOCK_T, True, FLIP, against)
         r, v, v_next, term, trunc = step_inputs(r_ptr, v_ptr, term_ptr, trunc_ptr, offs, mask, t,
                                                 row_mask, T, stride_t, HAS_TRUNC, FOURS_BELOW, FLIP)
-        for i in range(n_chunks):
+        for i in range(n_loop):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP, against)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
@@ -124,17 +134,17 @@ def gae_fwd_kernel(r_ptr, v_ptr, term_ptr, trunc_ptr, boot_ptr, last_ptr, out_pt
             out, carry, agg_b, _ = sweep_tile(
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
                 n_seg, PHASE, BLOCK_T, True, FLIP, against, True)
+            reach = track_reach(reach, beta, t, mask, PHASE, True)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
-                store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t,
-                           FOURS_BELOW)
+                store_tile(out_ptr, out, rows, t, fix_mask(mask, t, reach, PHASE, True, FLIP),
+                           out_stride_b, out_stride_t, FOURS_BELOW)
             if PREFETCH:
                 r, v, v_next, term, trunc = r_n, v_n, v_next_n, term_n, trunc_n
             else:
                 r, v, v_next, term, trunc = step_inputs(
                     r_ptr, v_ptr, term_ptr, trunc_ptr, offs_n, mask_n, t_n, row_mask, T,
                     stride_t, HAS_TRUNC, FOURS_BELOW, FLIP)
-    if PHASE == 1:
-        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
+    store_segment(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b, reach, t_begin, PHASE)
 
 
 def check_stray_bootstrap(bootstrap_values, truncateds, axis):
@@ -228,7 +238,7 @@ def _gae(rewards: torch.Tensor, values: torch.Tensor, terminateds: torch.Tensor,
     job = Launch(gae_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(o.dtype), o.device,
                  L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
                  (truncateds is not None, bootstrap_values is not None, last is not None, fours),
-                 look_back_tile=o.element_size() != 2)
+                 look_back_tile=o.element_size() != 2, fixes=True)
     pointers = L.pointers(o, t["rewards"], t["values"], t["terminateds"], t["truncateds"],
                           t["bootstrap_values"], last, o)
     P.launch(job, pointers, (rewards, values, terminateds, truncateds, bootstrap_values,

@@ -14,21 +14,26 @@ from paper_repro import coefficients as C
 from paper_repro.kernels import _launch as L
 from paper_repro.kernels import _plan as P
 from paper_repro.kernels.affine_scan import (
+    FIX,
     Launch,
     against_scan_order,
     aligned_layout,
+    fix_mask,
+    fix_reach,
     incoming_carry,
     next_tile,
     program_ids,
     raw_flags,
+    reach_start,
     row_block,
     segment_chunks,
     segment_sweep,
     step_load,
-    store_aggregate,
+    store_segment,
     store_tile,
     sweep_tile,
     tile_offsets,
+    track_reach,
 )
 from paper_repro.kernels.autograd import Spec, register
 from paper_repro.kernels.gae import check_flags
@@ -43,14 +48,15 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # steps in 4 warps up to 32 rows an SM (H100, tile_512*.csv: 256-4096 rows 0.82-0.94x the time
 # of 2).
 TILE_TRAITS = L.TileTraits(two_pass_rows=0, warps32=1, time_major_two_pass=(0, 0),
-                           walk16_share=0.5, warps512=4)
+                           walk16_share=0.5, warps512=4, fixes=True)
 # Of the discounted returns: two passes up to four fp32 rows (split-long, 1x4194304 in one-warp
 # 512-step look-back tiles: 1.12x the time), in 1024-step tiles (split-tile, 2048-step tiles:
 # 4x1048576 1.16x, 1x4194304 1.08x); the fp32 look-back in one warp (split-long, 16x262144 to
 # 16x524288: 0.91-0.95x the time of two capped warps); the 16-bit look-back capped at 128
 # registers (registers.csv, 64x131072 and 16x524288 bf16: 20.9 -> 20.1 us against 168).
 TILE_TRAITS_NO_VALUES = L.TileTraits(two_pass_rows=4, cap16=128, warps32=1,
-                                     two_pass_steps32=1024, walk16_share=0.5, warps512=4)
+                                     two_pass_steps32=1024, walk16_share=0.5, warps512=4,
+                                     fixes=True)
 
 
 @triton.jit
@@ -86,6 +92,11 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
         carry0 = tl.load(boot_ptr + rows * stride_b + (T - 1) * stride_t, mask=row_mask,
                          other=0.0).to(ACC)
     carry = incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE, True)
+    reach = reach_start(t_begin, seg_len, BLOCK_B, True)
+    n_loop = n_chunks
+    if PHASE == FIX:
+        reach, n_loop = fix_reach(agg_ptr, rows, row_mask, B, n_seg, pid_s, t_begin,
+                                  n_chunks, carry, BLOCK_T, True, FLIP)
     agg_b = tl.full([BLOCK_B], 1.0, ACC)
     for sweep in tl.static_range(1 + (PHASE == 4)):
         against = against_scan_order(PHASE, sweep, BLOCK_B)
@@ -95,7 +106,7 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
                                      BLOCK_T, True, FLIP, against)
         r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs, mask,
                                            HAS_NEXT, HAS_TRUNC, FOURS_BELOW)
-        for i in range(n_chunks):
+        for i in range(n_loop):
             t, mask, offs = tile_offsets(i, t_begin, n_chunks, rows, row_mask, T, stride_b,
                                          stride_t, BLOCK_T, True, FLIP, against)
             t_n, mask_n, offs_n = next_tile(i, t_begin, seg_len, n_chunks, rows, row_mask, T,
@@ -120,16 +131,16 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
             out, carry, agg_b, _ = sweep_tile(
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
                 n_seg, PHASE, BLOCK_T, True, FLIP, against, True)
+            reach = track_reach(reach, beta, t, mask, PHASE, True)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
-                store_tile(out_ptr, out, rows, t, mask, out_stride_b, out_stride_t,
-                           FOURS_BELOW)
+                store_tile(out_ptr, out, rows, t, fix_mask(mask, t, reach, PHASE, True, FLIP),
+                           out_stride_b, out_stride_t, FOURS_BELOW)
             if PREFETCH:
                 r, n, term, trunc = r_n, n_n, term_n, trunc_n
             else:
                 r, n, term, trunc = returns_inputs(r_ptr, next_ptr, term_ptr, trunc_ptr, offs_n,
                                                    mask_n, HAS_NEXT, HAS_TRUNC, FOURS_BELOW)
-    if PHASE == 1:
-        store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b)
+    store_segment(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry, agg_b, reach, t_begin, PHASE)
 
 
 def returns(rewards, next_values, terminateds, truncateds, gamma, lambda_, bootstrap_values,
@@ -193,7 +204,7 @@ def returns_rows(rewards, next_values, terminateds, truncateds, bootstrap_values
                  L.layout_ints(rows, o), L.scalar_pairs(gamma, lambda_),
                  (next_values is not None, truncateds is not None, bootstrap_values is not None,
                   raw_done, fours),
-                 look_back_tile=False)
+                 look_back_tile=False, fixes=True)
     pointers = L.pointers(o, t["rewards"], t["next_values"], t["terminateds"], t["truncateds"],
                           t["bootstrap_values"], o)
     P.launch(job, pointers, (rewards, next_values, terminateds, truncateds, bootstrap_values),

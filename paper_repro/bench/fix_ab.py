@@ -1,0 +1,94 @@
+"""Up to four long rows in two passes that scan, then fix (``ScanConfig.fix_steps``), against the
+shipped split, one process, the arms in turn: device times with the paper's 5 % terminations
+and with none, where the second pass rescans every step.
+
+    python -m paper_repro.bench.fix_ab LABEL [ROUNDS] [--fix 256w1,512w4] [--quick]
+
+Lines: ``label,round,arm,algorithm/N/T/dtype/dones,us,max_rel_diff``; the difference is the
+arm's largest against the shipped outputs, relative to their largest magnitude.
+"""
+from __future__ import annotations
+
+import argparse
+
+ALGORITHMS = ("discounted_returns", "prefix_sum", "eligibility_traces", "lambda_returns", "gae")
+# where each estimator's plain case holds its terminations
+TERMINATIONS = {"gae": 2, "lambda_returns": 2, "discounted_returns": 1, "eligibility_traces": 1,
+                "prefix_sum": 1}
+SHAPES = ((1, 4194304), (4, 1048576), (2, 1048576))
+DTYPES = (("fp32", "float"), ("bf16", "bool"))
+
+
+def cases(quick: bool = False):
+    """(algorithm, N, T, dtype, flags, dones) of every cell."""
+    shapes = SHAPES[:1] if quick else SHAPES
+    dtypes = DTYPES[:1] if quick else DTYPES
+    return [(a, n, t, dt, fl, dones) for a in ALGORITHMS for n, t in shapes
+            for dt, fl in dtypes for dones in ("5%", "none")]
+
+
+def two_pass_tile(algorithm: str, n: int, t: int, itemsize: int, fix: tuple):
+    """The shipped two passes' tile of ``algorithm`` for up to four long rows, fixing in
+    ``fix`` = (steps, warps)."""
+    from paper_repro.kernels import _launch as L
+    from paper_repro.kernels import eligibility_traces, gae, lambda_returns
+
+    traits = {"gae": gae.TILE_TRAITS, "lambda_returns": lambda_returns.TILE_TRAITS,
+              "discounted_returns": lambda_returns.TILE_TRAITS_NO_VALUES}.get(
+        algorithm, eligibility_traces.TILE_TRAITS)
+    steps = traits.two_pass_steps32 if itemsize == 4 else 1024 if itemsize == 8 else 2048
+    seg = 4096 if steps == 2048 and n * t <= 1 << 21 else 8192
+    return L.ScanConfig(1, steps, 4, seg, flip=L.run_length(steps, itemsize, False),
+                        fix_steps=fix[0], fix_warps=fix[1])
+
+
+def parse_fix(spec: str) -> tuple:
+    steps, warps = spec.split("w")
+    return int(steps), int(warps)
+
+
+def run(label: str, rounds: int, fixes: list, quick: bool = False):
+    import torch
+
+    from paper_repro.bench.inputs import make_case
+    from paper_repro.bench.providers import _ours
+    from paper_repro.kernels import _launch as L
+    from paper_repro.tuning import device_time_us
+
+    for a, n, t, dt, fl, dones in cases(quick):
+        case = make_case(a, n, t, "plain", dt, "NT", fl, device="cuda")
+        if dones == "none":
+            case.args[TERMINATIONS[a]].zero_()
+        prep = _ours(case)
+        itemsize = torch.finfo(case.args[0].dtype).bits // 8
+        arms = {"shipped": None}
+        arms.update({f"fix{s}w{w}": two_pass_tile(a, n, t, itemsize, (s, w)) for s, w in fixes})
+        want = prep.outputs(prep.call())[0].double()
+        scale = want.abs().max().item() or 1.0
+        diffs = {}
+        for name, config in arms.items():
+            with L.force_config(config):
+                got = prep.outputs(prep.call())[0].double()
+            diffs[name] = ((got - want).abs().max().item() / scale)
+        for r in range(rounds):
+            for name, config in arms.items():
+                with L.force_config(config):
+                    us = device_time_us(prep.call)
+                print(f"{label},{r},{name},{a}/{n}/{t}/{dt}/{dones},{us:.2f},{diffs[name]:.1e}",
+                      flush=True)
+        del case, prep, want
+        torch.cuda.empty_cache()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("label")
+    parser.add_argument("rounds", nargs="?", type=int, default=2)
+    parser.add_argument("--fix", default="256w1,512w4")
+    parser.add_argument("--quick", action="store_true", help="1 x 4194304 fp32 only")
+    args = parser.parse_args(argv)
+    run(args.label, args.rounds, [parse_fix(s) for s in args.fix.split(",")], args.quick)
+
+
+if __name__ == "__main__":
+    main()
