@@ -2,7 +2,10 @@
 shipped split, one process, the arms in turn: device times with the paper's 5 % terminations
 and with none, where the second pass rescans every step.
 
-    python -m paper_repro.bench.fix_ab LABEL [ROUNDS] [--fix 256w1,512w4] [--quick]
+    python -m paper_repro.bench.fix_ab LABEL [ROUNDS] [--fix 256w1,8192:512w1:256w1] [--quick]
+
+An arm ``FSTEPSwFWARPS`` fixes in that tile after the shipped two passes' first tile;
+``SEG:STEPSwWARPS:FSTEPSwFWARPS`` sets the segment and the first pass's tile too.
 
 Lines: ``label,round,arm,algorithm/N/T/dtype/dones,us,max_rel_diff``; the difference is the
 arm's largest against the shipped outputs, relative to their largest magnitude.
@@ -27,9 +30,10 @@ def cases(quick: bool = False):
             for dt, fl in dtypes for dones in ("5%", "none")]
 
 
-def two_pass_tile(algorithm: str, n: int, t: int, itemsize: int, fix: tuple):
+def two_pass_tile(algorithm: str, n: int, t: int, itemsize: int, fix: tuple, seg: int = 0,
+                  scan: tuple = ()):
     """The shipped two passes' tile of ``algorithm`` for up to four long rows, fixing in
-    ``fix`` = (steps, warps)."""
+    ``fix`` = (steps, warps); ``seg``, ``scan`` = (steps, warps): another segment and tile."""
     from paper_repro.kernels import _launch as L
     from paper_repro.kernels import eligibility_traces, gae, lambda_returns
 
@@ -37,17 +41,27 @@ def two_pass_tile(algorithm: str, n: int, t: int, itemsize: int, fix: tuple):
               "discounted_returns": lambda_returns.TILE_TRAITS_NO_VALUES}.get(
         algorithm, eligibility_traces.TILE_TRAITS)
     steps = traits.two_pass_steps32 if itemsize == 4 else 1024 if itemsize == 8 else 2048
-    seg = 4096 if steps == 2048 and n * t <= 1 << 21 else 8192
-    return L.ScanConfig(1, steps, 4, seg, flip=L.run_length(steps, itemsize, False),
+    seg = seg or (4096 if steps == 2048 and n * t <= 1 << 21 else 8192)
+    steps, warps = scan or (steps, 4)
+    return L.ScanConfig(1, steps, warps, seg, flip=L.run_length(steps, itemsize, False),
                         fix_steps=fix[0], fix_warps=fix[1])
 
 
-def parse_fix(spec: str) -> tuple:
+def _tile(spec: str) -> tuple:
     steps, warps = spec.split("w")
     return int(steps), int(warps)
 
 
-def run(label: str, rounds: int, fixes: list, quick: bool = False):
+def parse_fix(spec: str) -> dict:
+    """An arm's ``two_pass_tile`` keywords."""
+    parts = spec.split(":")
+    if len(parts) == 1:
+        return {"fix": _tile(spec)}
+    return {"seg": int(parts[0]), "scan": _tile(parts[1]), "fix": _tile(parts[2])}
+
+
+def run(label: str, rounds: int, fixes: dict, quick: bool = False):
+    """``fixes``: the arms, ``{name: two_pass_tile keywords}``."""
     import torch
 
     from paper_repro.bench.inputs import make_case
@@ -62,7 +76,7 @@ def run(label: str, rounds: int, fixes: list, quick: bool = False):
         prep = _ours(case)
         itemsize = torch.finfo(case.args[0].dtype).bits // 8
         arms = {"shipped": None}
-        arms.update({f"fix{s}w{w}": two_pass_tile(a, n, t, itemsize, (s, w)) for s, w in fixes})
+        arms.update({name: two_pass_tile(a, n, t, itemsize, **kw) for name, kw in fixes.items()})
         want = prep.outputs(prep.call())[0].double()
         scale = want.abs().max().item() or 1.0
         diffs = {}
@@ -87,7 +101,7 @@ def main(argv=None):
     parser.add_argument("--fix", default="256w1,512w4")
     parser.add_argument("--quick", action="store_true", help="1 x 4194304 fp32 only")
     args = parser.parse_args(argv)
-    run(args.label, args.rounds, [parse_fix(s) for s in args.fix.split(",")], args.quick)
+    run(args.label, args.rounds, {s: parse_fix(s) for s in args.fix.split(",")}, args.quick)
 
 
 if __name__ == "__main__":

@@ -806,15 +806,20 @@ def reach_start(t_begin, seg_len, BLOCK_B: tl.constexpr, REVERSE: tl.constexpr):
 
 
 @triton.jit
-def track_reach(reach, beta, t, mask, PHASE: tl.constexpr, REVERSE: tl.constexpr):
-    """SCAN_LOCAL: ``reach`` moved to this tile's first zero coefficient in scan order, per
-    row; from there on the scan no longer depends on the segment's carry."""
+def track_reach(reach, agg_b, i, t_begin, n_chunks, BLOCK_T: tl.constexpr, PHASE: tl.constexpr,
+                REVERSE: tl.constexpr):
+    """SCAN_LOCAL: ``reach`` moved past the i-th tile in scan order, per row, once the
+    segment's coefficient product through it (``agg_b``) is zero: a coefficient was, or the
+    product fell below the dtype's least value, so no carry changes a later step. Whole tiles,
+    and no reduction of the tile on the loop's path."""
     if PHASE == SCAN_LOCAL:
-        zero = (beta == 0.0) & mask
+        zero = agg_b == 0.0
         if REVERSE:
-            reach = tl.maximum(reach, tl.max(tl.where(zero, t[None, :], -1), axis=1))
+            before = t_begin + (n_chunks - 1 - i) * BLOCK_T - 1
+            reach = tl.maximum(reach, tl.where(zero, before, -1))
         else:
-            reach = tl.minimum(reach, tl.min(tl.where(zero, t[None, :], 2147483647), axis=1))
+            after = t_begin + (i + 1) * BLOCK_T
+            reach = tl.minimum(reach, tl.where(zero, after, 2147483647))
     return reach
 
 
@@ -905,7 +910,7 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
             out, carry, agg_b, _ = sweep_tile(
                 alpha.to(ACC), beta.to(ACC), carry, agg_b, agg_ptr, status_ptr, rows, row_mask,
                 pid_b, pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP, against, True)
-            reach = track_reach(reach, beta.to(ACC), t, mask, PHASE, REVERSE)
+            reach = track_reach(reach, agg_b, i, t_begin, n_chunks, BLOCK_T, PHASE, REVERSE)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
                 store_tile(out_ptr, out, rows, t, fix_mask(mask, t, reach, PHASE, REVERSE, FLIP),
                            out_stride_b, out_stride_t, FOURS_BELOW)
