@@ -1636,3 +1636,25 @@ def test_rows16_ab_rows(monkeypatch, tmp_path):
     forced = [c for c in seen if c is not None]
     assert not forced[0].single_pass and forced[0].BLOCK_T == 64  # the one-tile row, walked
     assert all(c.single_pass and c.seg_len == c.BLOCK_T for c in forced[1:])
+
+
+def test_fix_ab_arms():
+    """fix_ab's arms: the shipped two passes' tile of each estimator (2048 steps, the
+    discounted returns' 1024, in runs of the dtype's 16 bytes) fixing in the named tile, or
+    another segment and first tile; one cell a shape, dtype and estimator, with and without
+    terminations."""
+    from paper_repro.bench import fix_ab as F
+
+    assert F.parse_fix("256w1") == {"fix": (256, 1)}
+    kw = F.parse_fix("4096:1024w2:256w2")
+    assert kw == {"seg": 4096, "scan": (1024, 2), "fix": (256, 2)}
+    c = F.two_pass_tile("gae", 1, 4194304, 4, **F.parse_fix("512w4"))
+    assert (c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len, c.flip) == (1, 2048, 4, 8192, 4)
+    assert (c.fix_steps, c.fix_warps, c.single_pass) == (512, 4, False)
+    c = F.two_pass_tile("discounted_returns", 1, 4194304, 2, (256, 1))
+    assert (c.BLOCK_T, c.flip) == (2048, 8)
+    assert F.two_pass_tile("discounted_returns", 1, 4194304, 4, (256, 1)).BLOCK_T == 1024
+    c = F.two_pass_tile("prefix_sum", 2, 1048576, 4, **kw)
+    assert (c.BLOCK_T, c.num_warps, c.seg_len) == (1024, 2, 4096)
+    assert len(F.cases()) == 5 * 3 * 2 * 2 and len(F.cases(quick=True)) == 5 * 2
+    assert {x[-1] for x in F.cases()} == {"5%", "none"}

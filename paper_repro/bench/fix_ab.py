@@ -3,12 +3,16 @@ shipped split, one process, the arms in turn: device times with the paper's 5 % 
 and with none, where the second pass rescans every step.
 
     python -m paper_repro.bench.fix_ab LABEL [ROUNDS] [--fix 256w1,8192:512w1:256w1] [--quick]
+    python -m paper_repro.bench.fix_ab LABEL --profile [--fix ...]
 
 An arm ``FSTEPSwFWARPS`` fixes in that tile after the shipped two passes' first tile;
 ``SEG:STEPSwWARPS:FSTEPSwFWARPS`` sets the segment and the first pass's tile too.
 
 Lines: ``label,round,arm,algorithm/N/T/dtype/dones,us,max_rel_diff``; the difference is the
-arm's largest against the shipped outputs, relative to their largest magnitude.
+arm's largest against the shipped outputs, relative to their largest magnitude. ``--profile``:
+``algorithm/N/T/dtype/dones,arm,`` then each kernel of a call in launch order with its mean
+device time (``torch.profiler``, 10 calls), at a few cells. ``data/h100/fix_ab.csv`` and
+``fix_profile.txt`` came from this.
 """
 from __future__ import annotations
 
@@ -64,16 +68,11 @@ def run(label: str, rounds: int, fixes: dict, quick: bool = False):
     """``fixes``: the arms, ``{name: two_pass_tile keywords}``."""
     import torch
 
-    from paper_repro.bench.inputs import make_case
-    from paper_repro.bench.providers import _ours
     from paper_repro.kernels import _launch as L
     from paper_repro.tuning import device_time_us
 
     for a, n, t, dt, fl, dones in cases(quick):
-        case = make_case(a, n, t, "plain", dt, "NT", fl, device="cuda")
-        if dones == "none":
-            case.args[TERMINATIONS[a]].zero_()
-        prep = _ours(case)
+        case, prep = _prepared(a, n, t, dt, fl, dones)
         itemsize = torch.finfo(case.args[0].dtype).bits // 8
         arms = {"shipped": None}
         arms.update({name: two_pass_tile(a, n, t, itemsize, **kw) for name, kw in fixes.items()})
@@ -94,13 +93,56 @@ def run(label: str, rounds: int, fixes: dict, quick: bool = False):
         torch.cuda.empty_cache()
 
 
+PROFILE_CASES = [("prefix_sum", 1, 4194304, "fp32", "float", "5%"),
+                 ("gae", 1, 4194304, "fp32", "float", "5%"),
+                 ("discounted_returns", 1, 4194304, "fp32", "float", "5%"),
+                 ("prefix_sum", 1, 4194304, "fp32", "float", "none"),
+                 ("gae", 4, 1048576, "bf16", "bool", "5%")]
+
+
+def _prepared(a, n, t, dt, fl, dones):
+    from paper_repro.bench.inputs import make_case
+    from paper_repro.bench.providers import _ours
+
+    case = make_case(a, n, t, "plain", dt, "NT", fl, device="cuda")
+    if dones == "none":
+        case.args[TERMINATIONS[a]].zero_()
+    return case, _ours(case)
+
+
+def profile(fixes: dict):
+    """Each kernel of a call, in launch order, with its mean device time, per arm."""
+    import torch
+
+    from paper_repro.bench.timing import profiled
+    from paper_repro.kernels import _launch as L
+
+    for a, n, t, dt, fl, dones in PROFILE_CASES:
+        case, prep = _prepared(a, n, t, dt, fl, dones)
+        itemsize = torch.finfo(case.args[0].dtype).bits // 8
+        arms = {"shipped": None}
+        arms.update({name: two_pass_tile(a, n, t, itemsize, **kw) for name, kw in fixes.items()})
+        for name, config in arms.items():
+            with L.force_config(config):
+                prof = profiled(prep.call, reps=10)
+            events = [(e.name[:24], getattr(e, "device_time", None) or e.cuda_time)
+                      for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+            k = len(events) // 10
+            parts = "; ".join(f"{events[j][0]} {sum(e[1] for e in events[j::k]) / 10:.2f}"
+                              for j in range(k))
+            print(f"{a}/{n}/{t}/{dt}/{dones},{name},{parts}", flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("label")
     parser.add_argument("rounds", nargs="?", type=int, default=2)
     parser.add_argument("--fix", default="256w1,512w4")
     parser.add_argument("--quick", action="store_true", help="1 x 4194304 fp32 only")
+    parser.add_argument("--profile", action="store_true", help="kernels of a call, by profiler")
     args = parser.parse_args(argv)
+    if args.profile:
+        return profile({s: parse_fix(s) for s in args.fix.split(",")})
     run(args.label, args.rounds, {s: parse_fix(s) for s in args.fix.split(",")}, args.quick)
 
 

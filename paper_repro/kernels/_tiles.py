@@ -5,7 +5,6 @@ cites the probe in data/h200 that chose it; ``_launch.config_for`` applies it to
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass, replace
 
 
@@ -27,6 +26,7 @@ class ScanConfig:
     max_registers: int = 0
     # Two passes (not ``single_pass``) that scan, then fix: the second pass's tile of
     # ``fix_steps`` steps in ``fix_warps`` warps (0: reduce, then scan; affine_scan.SCAN_LOCAL).
+    # No rule sets it (data/h100/fix_ab.csv: it lost); kernels without the passes ignore it.
     fix_steps: int = 0
     fix_warps: int = 1
 
@@ -57,8 +57,7 @@ class TileTraits:
     most a 16-row block an SM (2 from more); ``walk16_share``: the share of the SMs under which
     32-env programs of 16-bit time-major walks look back rather than walk in runs (``wide_walks16``;
     0: neither); ``warps512``: the warps of fp32 batch-major rows of 512 steps, one tile a row, up
-    to 32 rows an SM (0: 256 elements a warp from more rows than SMs); ``fixes``: its kernel
-    scans, then fixes (``ScanConfig.fix_steps``)."""
+    to 32 rows an SM (0: 256 elements a warp from more rows than SMs)."""
 
     two_pass_rows: int = 4
     cap16: int = 0
@@ -70,7 +69,6 @@ class TileTraits:
     time_major_row_warps: int = 2
     walk16_share: float = 0.0
     warps512: int = 0
-    fixes: bool = False
 
 
 @functools.lru_cache(maxsize=4096)
@@ -240,28 +238,12 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
     return ScanConfig(BLOCK_B, BLOCK_T, num_warps, chunks * BLOCK_T)
 
 
-def _fix_tile(spec: str | None):
-    """``PAPER_REPRO_FIX_TILE``, ``STEPSwWARPS`` (an A/B's arm): up to four long rows of the
-    estimators that fix take two passes that scan, then fix, in that second tile."""
-    if not spec:
-        return None
-    steps, warps = spec.split("w")
-    return int(steps), int(warps)
-
-
-FIX_TILE = _fix_tile(os.environ.get("PAPER_REPRO_FIX_TILE"))
-
-
 def _split_time(B: int, T: int, wide: bool, retrace: bool, itemsize: int,
                 traits: TileTraits) -> ScanConfig:
     """The tile for rows too few to fill the GPU, whose time is split across programs: by
     look-back (``single_pass``) or in two passes over segments."""
     two_pass_rows, cap16, warps32 = traits.two_pass_rows, traits.cap16, traits.warps32
     if B <= 4 and not retrace:
-        if B * T > 1 << 20 and traits.fixes and FIX_TILE and not wide:
-            steps = traits.two_pass_steps32 if itemsize == 4 else 1024 if itemsize == 8 else 2048
-            seg = 4096 if steps == 2048 and B * T <= 1 << 21 else 8192
-            return ScanConfig(1, steps, 4, seg, fix_steps=FIX_TILE[0], fix_warps=FIX_TILE[1])
         if B * T > 1 << 20 and (itemsize != 4 or two_pass_rows >= B):
             # Up to four rows of more than 2**20 steps in all: two passes, whose reads the
             # look-back's per-tile latency does not hide (split_rows.csv, split-long: 1x4194304

@@ -14,7 +14,8 @@ time) to the nearest inclusive prefix (decoupled look-back), so the inputs are r
 PHASE 4 looks back over segments of several tiles: a program sweeps its segment twice,
 reducing, then (after the look-back) scanning and storing, so its second read of the inputs
 follows the first closely. PHASE 6 (``WALKED_LOOK_BACK``) is PHASE 3 with its one tile walked
-as a runtime-length segment, for the tiles that scheduled worse unrolled.
+as a runtime-length segment, for the tiles that scheduled worse unrolled. PHASE 7 and 8
+(``SCAN_LOCAL``, ``FIX``) scan, then fix: see below.
 
 With ``PREFETCH`` (several tiles per program, few warps) the next tile's inputs are loaded
 before this tile is scanned, so its memory latency overlaps the scan: 5-17 % off the long-row
@@ -107,11 +108,12 @@ WALKED_LOOK_BACK: tl.constexpr = tl.constexpr(6)
 # PAPER_REPRO_RUNS_CARRY_FIRST=0 carry last everywhere, =1 first everywhere, unset the rule.
 RUNS_CARRY_FIRST: tl.constexpr = tl.constexpr(
     {"0": 0, "1": 1}.get(os.environ.get("PAPER_REPRO_RUNS_CARRY_FIRST", ""), -1))
-# Two passes that scan, then fix (``ScanConfig.fix_steps``): the first scans each segment from a
-# zero carry and stores the steps from its first zero coefficient on (in scan order), which no
-# carry reaches; the second rescans, with the true carry, only the steps before it, in tiles of
-# its own. Where every coefficient is zero somewhere early (episodes end), the inputs are read
-# about once; where none is, the first pass stores nothing and the second rescans it all.
+# Two passes that scan, then fix (``ScanConfig.fix_steps``, forced tiles only): the first scans
+# each segment from a zero carry and stores the tiles after the segment's coefficient product
+# turns zero (in scan order), which no carry reaches; the second rescans, with the true carry,
+# only the steps before them, in tiles of its own. With early terminations the inputs are read
+# about once, yet it lost to the shipped splits on an H100 (data/h100/fix_ab.csv: a first pass
+# that scans and stores from DRAM streams slower than a reduce and a scan from L2).
 SCAN_LOCAL: tl.constexpr = tl.constexpr(7)
 FIX: tl.constexpr = tl.constexpr(8)
 # Aggregates a fixing program composes in one round (its segment's predecessors in a row)

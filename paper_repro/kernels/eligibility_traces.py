@@ -42,7 +42,7 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 DONES = ("dones", "dones2")  # the flags a launch may load four at a time (L.four_loads)
 # 16-bit time-major walks in 32-env tiles: by look-back while the programs number under the
 # SMs, else in runs (``_tiles.wide_walks16``)
-TILE_TRAITS = L.TileTraits(walk16_share=1.0, fixes=True)
+TILE_TRAITS = L.TileTraits(walk16_share=1.0)
 
 
 @triton.jit

@@ -51,7 +51,7 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # under half the SMs, else in runs (``_tiles.wide_walks16``).
 TILE_TRAITS = L.TileTraits(two_pass_rows=0, cap16=128, warps32=1, look_back_steps32=512,
                            time_major_two_pass=(0, 0), time_major_look_back_steps=128,
-                           time_major_row_warps=4, walk16_share=0.5, fixes=True)
+                           time_major_row_warps=4, walk16_share=0.5)
 
 
 @triton.jit

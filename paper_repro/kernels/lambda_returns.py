@@ -48,15 +48,14 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # steps in 4 warps up to 32 rows an SM (H100, tile_512*.csv: 256-4096 rows 0.82-0.94x the time
 # of 2).
 TILE_TRAITS = L.TileTraits(two_pass_rows=0, warps32=1, time_major_two_pass=(0, 0),
-                           walk16_share=0.5, warps512=4, fixes=True)
+                           walk16_share=0.5, warps512=4)
 # Of the discounted returns: two passes up to four fp32 rows (split-long, 1x4194304 in one-warp
 # 512-step look-back tiles: 1.12x the time), in 1024-step tiles (split-tile, 2048-step tiles:
 # 4x1048576 1.16x, 1x4194304 1.08x); the fp32 look-back in one warp (split-long, 16x262144 to
 # 16x524288: 0.91-0.95x the time of two capped warps); the 16-bit look-back capped at 128
 # registers (registers.csv, 64x131072 and 16x524288 bf16: 20.9 -> 20.1 us against 168).
 TILE_TRAITS_NO_VALUES = L.TileTraits(two_pass_rows=4, cap16=128, warps32=1,
-                                     two_pass_steps32=1024, walk16_share=0.5, warps512=4,
-                                     fixes=True)
+                                     two_pass_steps32=1024, walk16_share=0.5, warps512=4)
 
 
 @triton.jit
