@@ -291,6 +291,10 @@ def test_runs_must_divide_the_tile(kernels):
     with kernels_on(kernels), L.force_config(L.ScanConfig(2, 8, 1, 16, flip=3)), \
             pytest.raises(ValueError, match="must divide BLOCK_T"):
         P.compute_gae(d["r"], d["v"], d["term"])
+    fix = L.ScanConfig(2, 8, 1, 16, flip=4, fix_steps=6)
+    with kernels_on(kernels), L.force_config(fix), \
+            pytest.raises(ValueError, match="must divide fix_steps=6"):
+        P.compute_gae(d["r"], d["v"], d["term"])
 
 
 @pytest.mark.parametrize("block", [1, 2], ids=["one-row", "row-block"])

@@ -731,7 +731,9 @@ def incoming_carry(agg_ptr, rows, row_mask, B, n_seg, pid_s, carry0, PHASE: tl.c
     SCAN_LOCAL); FIX composes as PHASE 2."""
     if PHASE == 1:  # noqa: SIM114 (static branches)
         carry = tl.zeros_like(carry0)
-    elif PHASE == 4 or PHASE == SCAN_LOCAL:  # its first sweep reduces
+    elif PHASE == 4:  # noqa: SIM114 (its first sweep reduces)
+        carry = tl.zeros_like(carry0)
+    elif PHASE == SCAN_LOCAL:  # scans from a zero carry
         carry = tl.zeros_like(carry0)
     else:
         carry = carry0
@@ -787,7 +789,8 @@ def store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, agg_a, agg_b):
 def store_segment(agg_ptr, rows, row_mask, B, n_seg, pid_s, agg_a, agg_b, reach, t_begin,
                   PHASE: tl.constexpr):
     """After a reducing pass (PHASE 1, SCAN_LOCAL): the segment's aggregate and, scanning
-    locally, each row's ``reach`` as an offset from the segment's first step (a third plane)."""
+    locally, where each row stored from (``reach``), as an offset from the segment's first step
+    (a third plane)."""
     if (PHASE == SCAN_LOCAL) | (PHASE == 1):
         store_aggregate(agg_ptr, rows, row_mask, B, n_seg, pid_s, agg_a, agg_b)
     if PHASE == SCAN_LOCAL:
@@ -798,8 +801,8 @@ def store_segment(agg_ptr, rows, row_mask, B, n_seg, pid_s, agg_a, agg_b, reach,
 
 @triton.jit
 def reach_start(t_begin, seg_len, BLOCK_B: tl.constexpr, REVERSE: tl.constexpr):
-    """Each row's first zero coefficient in scan order, none seen yet: the step just past the
-    segment's far end."""
+    """Where each row's first pass stores from (SCAN_LOCAL), nothing yet: the step just past
+    the segment's far end in scan order."""
     if REVERSE:
         reach = tl.zeros([BLOCK_B], tl.int32) + (t_begin - 1)
     else:
@@ -852,7 +855,7 @@ def fix_mask(mask, t, reach, PHASE: tl.constexpr, REVERSE: tl.constexpr, FLIP: t
 @triton.jit
 def fix_reach(agg_ptr, rows, row_mask, B, n_seg, pid_s, t_begin, n_chunks, carry,
               BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, FLIP: tl.constexpr):
-    """FIX: (each row's reach from the first pass, the tiles to rescan in scan order). A row
+    """FIX: (where each row's first pass stored from, the tiles to rescan in scan order). A row
     whose carry is not finite rescans its segment whole, as the scan would spread it there."""
     mine = link_offsets(rows, pid_s, B, n_seg, rows.shape[0])
     stored = tl.load(agg_ptr + 2 * B * n_seg + mine, mask=row_mask, other=0.0)
@@ -964,9 +967,10 @@ class Launch:
             one = 3 if look_back_tile else WALKED_LOOK_BACK
             self.single_pass = one if config.seg_len == config.BLOCK_T else 4
         self.launchers = {}  # one-pass direct launchers by device and pointer alignment
-        for steps in (config.BLOCK_T, config.fix_steps or config.BLOCK_T):
+        for name in ("BLOCK_T", "fix_steps"):
+            steps = getattr(config, name)
             if abs(config.flip) > 1 and steps % abs(config.flip):
-                raise ValueError(f"runs of {abs(config.flip)} steps must divide {steps}")
+                raise ValueError(f"runs of {abs(config.flip)} steps must divide {name}={steps}")
         # the second of two passes that scan, then fix: (warps, tile)
         self.fix = None
         if fixes and config.fix_steps and not config.single_pass and self.one_pass is None:
