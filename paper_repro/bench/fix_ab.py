@@ -51,6 +51,16 @@ def two_pass_tile(algorithm: str, n: int, t: int, itemsize: int, fix: tuple, seg
                         fix_steps=fix[0], fix_warps=fix[1])
 
 
+def _arms(case, fixes: dict) -> dict:
+    """``{"shipped": None}`` (the rule), then each of ``fixes``' forced tiles for ``case``."""
+    import torch
+
+    itemsize = torch.finfo(case.args[0].dtype).bits // 8
+    a, n, t = case.algorithm, case.num_envs, case.seq_len
+    return {"shipped": None, **{name: two_pass_tile(a, n, t, itemsize, **kw)
+                                for name, kw in fixes.items()}}
+
+
 def _tile(spec: str) -> tuple:
     steps, warps = spec.split("w")
     return int(steps), int(warps)
@@ -73,9 +83,7 @@ def run(label: str, rounds: int, fixes: dict, quick: bool = False):
 
     for a, n, t, dt, fl, dones in cases(quick):
         case, prep = _prepared(a, n, t, dt, fl, dones)
-        itemsize = torch.finfo(case.args[0].dtype).bits // 8
-        arms = {"shipped": None}
-        arms.update({name: two_pass_tile(a, n, t, itemsize, **kw) for name, kw in fixes.items()})
+        arms = _arms(case, fixes)
         want = prep.outputs(prep.call())[0].double()
         scale = want.abs().max().item() or 1.0
         diffs = {}
@@ -119,9 +127,7 @@ def profile(fixes: dict):
 
     for a, n, t, dt, fl, dones in PROFILE_CASES:
         case, prep = _prepared(a, n, t, dt, fl, dones)
-        itemsize = torch.finfo(case.args[0].dtype).bits // 8
-        arms = {"shipped": None}
-        arms.update({name: two_pass_tile(a, n, t, itemsize, **kw) for name, kw in fixes.items()})
+        arms = _arms(case, fixes)
         for name, config in arms.items():
             with L.force_config(config):
                 prof = profiled(prep.call, reps=10)
