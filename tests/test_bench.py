@@ -1642,7 +1642,7 @@ def test_fix_ab_arms():
     """fix_ab's arms: the shipped two passes' tile of each estimator (2048 steps, the
     discounted returns' 1024, in runs of the dtype's 16 bytes) fixing in the named tile, or
     another segment and first tile; one cell a shape, dtype and estimator, with and without
-    terminations."""
+    terminations; time-major arms 32 envs wide in interleaved runs."""
     from paper_repro.bench import fix_ab as F
 
     assert F.parse_fix("256w1") == {"fix": (256, 1)}
@@ -1657,4 +1657,11 @@ def test_fix_ab_arms():
     c = F.two_pass_tile("prefix_sum", 2, 1048576, 4, **kw)
     assert (c.BLOCK_T, c.num_warps, c.seg_len) == (1024, 2, 4096)
     assert len(F.cases()) == 5 * 3 * 2 * 2 and len(F.cases(quick=True)) == 5 * 2
-    assert {x[-1] for x in F.cases()} == {"5%", "none"}
+    assert {x[5] for x in F.cases()} == {"5%", "none"} and {x[6] for x in F.cases()} == {"NT"}
+    tn = F.cases(time_major=True)
+    assert len(tn) == 5 * 2 * 2 and {(x[3], x[6]) for x in tn} == {("fp32", "TN")}
+    assert len(F.cases(quick=True, time_major=True)) == 5 * 2
+    c = F.time_major_tile(**F.parse_fix("1024:128w4:32w1"))
+    assert (c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len, c.flip) == (32, 128, 4, 1024, -8)
+    assert (c.fix_steps, c.fix_warps, c.single_pass) == (32, 1, False)
+    assert F.time_major_tile(**F.parse_fix("512:128w4:0w1")).fix_steps == 0

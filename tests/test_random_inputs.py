@@ -192,8 +192,10 @@ FIX_TILES = [L.ScanConfig(1, 32, 1, 128, flip=4, fix_steps=8),
              L.ScanConfig(1, 16, 1, 64, fix_steps=16),
              L.ScanConfig(2, 16, 1, 32, flip=-4, fix_steps=8),
              L.ScanConfig(1, 4, 1, 36, fix_steps=4),
-             L.ScanConfig(1, 8, 1, 40, flip=1, fix_steps=8)]
-FIX_IDS = ["runs4", "runs8-rows2", "in-order", "interleaved4", "seg36", "latest-first"]
+             L.ScanConfig(1, 8, 1, 40, flip=1, fix_steps=8),
+             L.ScanConfig(8, 16, 1, 64, flip=-4, fix_steps=32)]
+FIX_IDS = ["runs4", "runs8-rows2", "in-order", "interleaved4", "seg36", "latest-first",
+           "time-major"]
 FIX_INPUTS = ["terminations", "none", "non-finite"]
 FIXING_KERNELS = {"gae", "returns", "decayed_sum"}
 
@@ -206,7 +208,8 @@ FIXING_KERNELS = {"gae", "returns", "decayed_sum"}
 def test_scan_then_fix(est, config, inputs, kernels):
     """Two passes that scan from a zero carry, storing from each row's first zero coefficient
     on, then rescan the steps before it with the true carry, against the reference: every
-    step stored by exactly one pass, and a non-finite carry spread as the scan spreads it."""
+    step stored by exactly one pass, and a non-finite carry spread as the scan spreads it;
+    batch-major rows, and 8-env tiles of ``[T, N]`` inputs."""
     d = make_inputs(3, 301, device=device_of(kernels))
     if inputs == "none":
         d["term"].zero_()
@@ -214,10 +217,11 @@ def test_scan_then_fix(est, config, inputs, kernels):
     if inputs == "non-finite":
         d["r"][1, 37], d["r"][2, 260] = float("nan"), float("inf")
     want = outputs(est.call(ref, d))
+    layout = LAYOUTS[1 if config.BLOCK_B > 2 else 0]  # the 8-env tile: [T, N] inputs
     with kernels_on(kernels), L.force_config(config):
-        got = outputs(est.call(P, d))
+        got = outputs(est.call(P, layout.apply(d), time_dim=layout.time_dim))
     for g, w in zip(got, want):
-        g, w = g.double().cpu(), w.double()
+        g, w = layout.back(g).double().cpu(), w.double()
         assert torch.equal(g.isnan(), w.isnan()) and torch.equal(g.isinf(), w.isinf())
         finite = w.isfinite()
         assert_close(est.name, g[finite], w[finite], TOL[torch.float32])

@@ -4,9 +4,13 @@ and with none, where the second pass rescans every step.
 
     python -m paper_repro.bench.fix_ab LABEL [ROUNDS] [--fix 256w1,8192:512w1:256w1] [--quick]
     python -m paper_repro.bench.fix_ab LABEL --profile [--fix ...]
+    python -m paper_repro.bench.fix_ab LABEL --time-major [--fix 512:128w4:128w4,512:128w4:0w1]
 
 An arm ``FSTEPSwFWARPS`` fixes in that tile after the shipped two passes' first tile;
-``SEG:STEPSwWARPS:FSTEPSwFWARPS`` sets the segment and the first pass's tile too.
+``SEG:STEPSwWARPS:FSTEPSwFWARPS`` sets the segment and the first pass's tile too (``0w1``: no
+fix, reduce then scan). ``--time-major``: fp32 ``[T, N]`` inputs of 32 to 128 envs, whose
+shipped tile looks back over segments of 32-env tiles; an arm's tiles are 32 envs wide, in
+interleaved runs, and it takes ``SEG:STEPSwWARPS:FSTEPSwFWARPS``.
 
 Lines: ``label,round,arm,algorithm/N/T/dtype/dones,us,max_rel_diff``; the difference is the
 arm's largest against the shipped outputs, relative to their largest magnitude. ``--profile``:
@@ -23,14 +27,18 @@ ALGORITHMS = ("discounted_returns", "prefix_sum", "eligibility_traces", "lambda_
 TERMINATIONS = {"gae": 2, "lambda_returns": 2, "discounted_returns": 1, "eligibility_traces": 1,
                 "prefix_sum": 1}
 SHAPES = ((1, 4194304), (4, 1048576), (2, 1048576))
+TIME_MAJOR_SHAPES = ((64, 131072), (128, 65536))
 DTYPES = (("fp32", "float"), ("bf16", "bool"))
 
 
-def cases(quick: bool = False):
-    """(algorithm, N, T, dtype, flags, dones) of every cell."""
+def cases(quick: bool = False, time_major: bool = False):
+    """(algorithm, N, T, dtype, flags, dones, layout) of every cell."""
+    if time_major:
+        return [(a, n, t, "fp32", "float", dones, "TN") for a in ALGORITHMS
+                for n, t in TIME_MAJOR_SHAPES[:1 if quick else None] for dones in ("5%", "none")]
     shapes = SHAPES[:1] if quick else SHAPES
     dtypes = DTYPES[:1] if quick else DTYPES
-    return [(a, n, t, dt, fl, dones) for a in ALGORITHMS for n, t in shapes
+    return [(a, n, t, dt, fl, dones, "NT") for a in ALGORITHMS for n, t in shapes
             for dt, fl in dtypes for dones in ("5%", "none")]
 
 
@@ -51,10 +59,23 @@ def two_pass_tile(algorithm: str, n: int, t: int, itemsize: int, fix: tuple, seg
                         fix_steps=fix[0], fix_warps=fix[1])
 
 
+def time_major_tile(seg: int, scan: tuple, fix: tuple):
+    """Two passes over ``seg``-step segments of 32-env tiles of ``scan`` = (steps, warps) in
+    interleaved runs, fixing in ``fix`` = (steps, warps) (0 steps: reduce, then scan)."""
+    from paper_repro.kernels import _launch as L
+    from paper_repro.kernels import _tiles
+
+    steps, warps = scan
+    return L.ScanConfig(32, steps, warps, seg, flip=_tiles._interleaved(32, steps, warps, 4),
+                        fix_steps=fix[0], fix_warps=fix[1])
+
+
 def _arms(case, fixes: dict) -> dict:
     """``{"shipped": None}`` (the rule), then each of ``fixes``' forced tiles for ``case``."""
     import torch
 
+    if case.layout == "TN":
+        return {"shipped": None, **{name: time_major_tile(**kw) for name, kw in fixes.items()}}
     itemsize = torch.finfo(case.args[0].dtype).bits // 8
     a, n, t = case.algorithm, case.num_envs, case.seq_len
     return {"shipped": None, **{name: two_pass_tile(a, n, t, itemsize, **kw)
@@ -74,15 +95,15 @@ def parse_fix(spec: str) -> dict:
     return {"seg": int(parts[0]), "scan": _tile(parts[1]), "fix": _tile(parts[2])}
 
 
-def run(label: str, rounds: int, fixes: dict, quick: bool = False):
+def run(label: str, rounds: int, fixes: dict, quick: bool = False, time_major: bool = False):
     """``fixes``: the arms, ``{name: two_pass_tile keywords}``."""
     import torch
 
     from paper_repro.kernels import _launch as L
     from paper_repro.tuning import device_time_us
 
-    for a, n, t, dt, fl, dones in cases(quick):
-        case, prep = _prepared(a, n, t, dt, fl, dones)
+    for a, n, t, dt, fl, dones, layout in cases(quick, time_major):
+        case, prep = _prepared(a, n, t, dt, fl, dones, layout)
         arms = _arms(case, fixes)
         want = prep.outputs(prep.call())[0].double()
         scale = want.abs().max().item() or 1.0
@@ -95,8 +116,8 @@ def run(label: str, rounds: int, fixes: dict, quick: bool = False):
             for name, config in arms.items():
                 with L.force_config(config):
                     us = device_time_us(prep.call)
-                print(f"{label},{r},{name},{a}/{n}/{t}/{dt}/{dones},{us:.2f},{diffs[name]:.1e}",
-                      flush=True)
+                cell = f"{a}/{n}/{t}/{dt}/{dones}" + ("/TN" if layout == "TN" else "")
+                print(f"{label},{r},{name},{cell},{us:.2f},{diffs[name]:.1e}", flush=True)
         del case, prep, want
         torch.cuda.empty_cache()
 
@@ -108,11 +129,11 @@ PROFILE_CASES = [("prefix_sum", 1, 4194304, "fp32", "float", "5%"),
                  ("gae", 4, 1048576, "bf16", "bool", "5%")]
 
 
-def _prepared(a, n, t, dt, fl, dones):
+def _prepared(a, n, t, dt, fl, dones, layout="NT"):
     from paper_repro.bench.inputs import make_case
     from paper_repro.bench.providers import _ours
 
-    case = make_case(a, n, t, "plain", dt, "NT", fl, device="cuda")
+    case = make_case(a, n, t, "plain", dt, layout, fl, device="cuda")
     if dones == "none":
         case.args[TERMINATIONS[a]].zero_()
     return case, _ours(case)
@@ -145,11 +166,14 @@ def main(argv=None):
     parser.add_argument("rounds", nargs="?", type=int, default=2)
     parser.add_argument("--fix", default="256w1,512w4")
     parser.add_argument("--quick", action="store_true", help="1 x 4194304 fp32 only")
+    parser.add_argument("--time-major", action="store_true",
+                        help="[T, N] fp32 at 64x131072 and 128x65536 (--quick: the first)")
     parser.add_argument("--profile", action="store_true", help="kernels of a call, by profiler")
     args = parser.parse_args(argv)
     if args.profile:
         return profile({s: parse_fix(s) for s in args.fix.split(",")})
-    run(args.label, args.rounds, {s: parse_fix(s) for s in args.fix.split(",")}, args.quick)
+    run(args.label, args.rounds, {s: parse_fix(s) for s in args.fix.split(",")}, args.quick,
+        args.time_major)
 
 
 if __name__ == "__main__":
