@@ -1659,7 +1659,7 @@ def test_fix_ab_arms():
     assert len(F.cases()) == 5 * 3 * 2 * 2 and len(F.cases(quick=True)) == 5 * 2
     assert {x[5] for x in F.cases()} == {"5%", "none"} and {x[6] for x in F.cases()} == {"NT"}
     tn = F.cases(time_major=True)
-    assert len(tn) == 5 * 2 * 2 and {(x[3], x[6]) for x in tn} == {("fp32", "TN")}
+    assert len(tn) == 5 * 3 * 2 and {(x[3], x[6]) for x in tn} == {("fp32", "TN")}
     assert len(F.cases(quick=True, time_major=True)) == 5 * 2
     c = F.time_major_tile(**F.parse_fix("1024:128w4:32w1"))
     assert (c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len, c.flip) == (32, 128, 4, 1024, -8)

@@ -8,9 +8,10 @@ and with none, where the second pass rescans every step.
 
 An arm ``FSTEPSwFWARPS`` fixes in that tile after the shipped two passes' first tile;
 ``SEG:STEPSwWARPS:FSTEPSwFWARPS`` sets the segment and the first pass's tile too (``0w1``: no
-fix, reduce then scan). ``--time-major``: fp32 ``[T, N]`` inputs of 32 to 128 envs, whose
-shipped tile looks back over segments of 32-env tiles; an arm's tiles are 32 envs wide, in
-interleaved runs, and it takes ``SEG:STEPSwWARPS:FSTEPSwFWARPS``.
+fix, reduce then scan). ``--time-major``: fp32 ``[T, N]`` inputs of 64 to 512 envs, whose
+shipped tiles look back (over segments of 32-env tiles, or one tile a program at 512 x 4096);
+an arm's tiles are 32 envs wide, in interleaved runs, and it takes
+``SEG:STEPSwWARPS:FSTEPSwFWARPS``.
 
 Lines: ``label,round,arm,algorithm/N/T/dtype/dones,us,max_rel_diff``; the difference is the
 arm's largest against the shipped outputs, relative to their largest magnitude. ``--profile``:
@@ -27,7 +28,7 @@ ALGORITHMS = ("discounted_returns", "prefix_sum", "eligibility_traces", "lambda_
 TERMINATIONS = {"gae": 2, "lambda_returns": 2, "discounted_returns": 1, "eligibility_traces": 1,
                 "prefix_sum": 1}
 SHAPES = ((1, 4194304), (4, 1048576), (2, 1048576))
-TIME_MAJOR_SHAPES = ((64, 131072), (128, 65536))
+TIME_MAJOR_SHAPES = ((64, 131072), (128, 65536), (512, 4096))
 DTYPES = (("fp32", "float"), ("bf16", "bool"))
 
 
@@ -167,7 +168,7 @@ def main(argv=None):
     parser.add_argument("--fix", default="256w1,512w4")
     parser.add_argument("--quick", action="store_true", help="1 x 4194304 fp32 only")
     parser.add_argument("--time-major", action="store_true",
-                        help="[T, N] fp32 at 64x131072 and 128x65536 (--quick: the first)")
+                        help="[T, N] fp32 at 64x131072, 128x65536, 512x4096 (--quick: the first)")
     parser.add_argument("--profile", action="store_true", help="kernels of a call, by profiler")
     args = parser.parse_args(argv)
     if args.profile:
