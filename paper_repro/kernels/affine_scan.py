@@ -365,14 +365,51 @@ def against_scan_order(PHASE: tl.constexpr, SWEEP: tl.constexpr, BLOCK_B: tl.con
 @triton.jit
 def sweep_tile(alpha, beta, carry, agg_b, link_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
                n_seg, PHASE: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr,
-               FLIP: tl.constexpr, against, CARRY_FIRST: tl.constexpr):
-    """``scan_tile`` as one step of a sweep over the segment: returns (out, the sweep's carry
-    and edge product after the tile, incoming carry). A sweep ``against`` scan order (it only
-    reduces) composes each tile's own aggregate beyond those it holds, ``carry + agg_b * a``."""
-    out, carry_out, b_edge, carry_in = scan_tile(
-        alpha, beta, tl.where(against, 0.0, carry), link_ptr, status_ptr, rows, row_mask, pid_b,
-        pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP, CARRY_FIRST)
+               FLIP: tl.constexpr, against, CARRY_FIRST: tl.constexpr, SWEEP: tl.constexpr):
+    """``scan_tile`` as one step of sweep ``SWEEP`` over the segment: returns (out, the sweep's
+    carry and edge product after the tile, incoming carry). A sweep that only reduces (the
+    first of two passes, the segment look-back's first sweep) composes the tile's maps and
+    solves no step: its ``out`` and incoming carry are placeholders. A sweep ``against`` scan
+    order (it only reduces) composes each tile's own aggregate beyond those it holds,
+    ``carry + agg_b * a``."""
+    if (PHASE == 1) | ((PHASE == 4) & (SWEEP == 0)):
+        tile_a, b_edge = reduce_tile(alpha, beta, BLOCK_T, REVERSE, FLIP)
+        carry_out = tile_a + b_edge * tl.where(against, 0.0, carry)
+        out = alpha
+        if REVERSE & (FLIP > 1):
+            carry_in = alpha  # scan_runs' shifted tile
+        else:
+            carry_in = carry
+    else:
+        out, carry_out, b_edge, carry_in = scan_tile(
+            alpha, beta, tl.where(against, 0.0, carry), link_ptr, status_ptr, rows, row_mask,
+            pid_b, pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP, CARRY_FIRST)
     return out, tl.where(against, carry + agg_b * carry_out, carry_out), agg_b * b_edge, carry_in
+
+
+@triton.jit
+def reduce_tile(alpha, beta, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, FLIP: tl.constexpr):
+    """The maps of a [BLOCK_B, BLOCK_T] tile composed in scan order, ``(a, b)`` per row (the
+    tile takes carry c to a + b c), laid out as ``scan_tile`` takes them. Runs are composed
+    in each thread's registers and only their aggregates scanned: a quarter of the pairs the
+    scan of runs carries, and no step solved."""
+    if (FLIP < 0) | (REVERSE & (FLIP > 1)):
+        R: tl.constexpr = -FLIP if FLIP < 0 else FLIP
+        _, _, ga, gb = run_aggregates(alpha, beta, BLOCK_T, R, FLIP < 0, REVERSE)
+        ia, ib = tl.associative_scan((ga, gb), 1, combine)
+        last = (tl.arange(0, BLOCK_T // R) == BLOCK_T // R - 1)[None, :]
+        tile_a = tl.sum(tl.where(last, ia, 0.0), axis=1)
+        tile_b = tl.sum(tl.where(last, ib, 0.0), axis=1)
+    else:
+        if REVERSE & (FLIP == 0):
+            a, b = tl.associative_scan((alpha, beta), 1, combine, reverse=True)
+            edge = 0
+        else:
+            a, b = tl.associative_scan((alpha, beta), 1, combine)
+            edge = BLOCK_T - 1
+        tile_a = column(a, edge, BLOCK_T)
+        tile_b = column(b, edge, BLOCK_T)
+    return tile_a, tile_b
 
 
 @triton.jit
@@ -471,24 +508,8 @@ def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
     scan across runs gives every run its incoming value, and the steps are then solved inside
     the thread in scan order. Runs of up to 8 steps are entered with the carry applied where
     the kernel passes ``CARRY_FIRST`` (``RUNS_CARRY_FIRST`` forces either way)."""
-    BB: tl.constexpr = alpha.shape[0]
     G: tl.constexpr = BLOCK_T // R
-    if INTERLEAVED:
-        a = tl.permute(tl.reshape(alpha, [BB, R, G]), (0, 2, 1))
-        b = tl.permute(tl.reshape(beta, [BB, R, G]), (0, 2, 1))
-    else:
-        a = tl.reshape(alpha, [BB, G, R])
-        b = tl.reshape(beta, [BB, G, R])
-    if REVERSE:
-        ga = run_step(a, R - 1, R)
-        gb = run_step(b, R - 1, R)
-        for k in tl.static_range(R - 2, -1, -1):
-            ga, gb = combine(ga, gb, run_step(a, k, R), run_step(b, k, R))
-    else:
-        ga = run_step(a, 0, R)
-        gb = run_step(b, 0, R)
-        for k in tl.static_range(1, R):
-            ga, gb = combine(ga, gb, run_step(a, k, R), run_step(b, k, R))
+    a, b, ga, gb = run_aggregates(alpha, beta, BLOCK_T, R, INTERLEAVED, REVERSE)
     ea, eb, ia, ib = tl.associative_scan((tl.zeros_like(ga), tl.zeros_like(gb) + 1.0, ga, gb), 1,
                                         combine_pair)
     last = (tl.arange(0, G) == G - 1)[None, :]
@@ -512,6 +533,32 @@ def scan_runs(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_b, p
     else:
         leaving = BLOCK_T - 1
     return out, column(out, leaving, BLOCK_T), agg_b, later
+
+
+@triton.jit
+def run_aggregates(alpha, beta, BLOCK_T: tl.constexpr, R: tl.constexpr,
+                   INTERLEAVED: tl.constexpr, REVERSE: tl.constexpr):
+    """A tile's maps as [BLOCK_B, G, R] runs ``(a, b)`` and each run's maps composed in scan
+    order in its thread's registers, ``(ga, gb)`` [BLOCK_B, G]."""
+    BB: tl.constexpr = alpha.shape[0]
+    G: tl.constexpr = BLOCK_T // R
+    if INTERLEAVED:
+        a = tl.permute(tl.reshape(alpha, [BB, R, G]), (0, 2, 1))
+        b = tl.permute(tl.reshape(beta, [BB, R, G]), (0, 2, 1))
+    else:
+        a = tl.reshape(alpha, [BB, G, R])
+        b = tl.reshape(beta, [BB, G, R])
+    if REVERSE:
+        ga = run_step(a, R - 1, R)
+        gb = run_step(b, R - 1, R)
+        for k in tl.static_range(R - 2, -1, -1):
+            ga, gb = combine(ga, gb, run_step(a, k, R), run_step(b, k, R))
+    else:
+        ga = run_step(a, 0, R)
+        gb = run_step(b, 0, R)
+        for k in tl.static_range(1, R):
+            ga, gb = combine(ga, gb, run_step(a, k, R), run_step(b, k, R))
+    return a, b, ga, gb
 
 
 @triton.jit
@@ -914,7 +961,7 @@ def affine_scan_kernel(alpha_ptr, beta_ptr, init_ptr, out_ptr, agg_ptr, status_p
                 beta_n = step_load(beta_ptr, offs_n, mask_n, FOURS_BELOW, 1.0)
             out, carry, agg_b, _ = sweep_tile(
                 alpha.to(ACC), beta.to(ACC), carry, agg_b, agg_ptr, status_ptr, rows, row_mask,
-                pid_b, pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP, against, True)
+                pid_b, pid_s, B, n_seg, PHASE, BLOCK_T, REVERSE, FLIP, against, True, sweep)
             reach = track_reach(reach, agg_b, i, t_begin, n_chunks, BLOCK_T, PHASE, REVERSE)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
                 store_tile(out_ptr, out, rows, t, fix_mask(mask, t, reach, PHASE, REVERSE, FLIP),

@@ -122,7 +122,7 @@ def decayed_sum_fwd_kernel(x_ptr, done_ptr, done2_ptr, seed_ptr, out_ptr, agg_pt
             beta = tl.where(mask, k * (1.0 - d.to(ACC)), 1.0)
             out, carry, agg_b, _ = sweep_tile(
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, False, FLIP, against, True)
+                n_seg, PHASE, BLOCK_T, False, FLIP, against, True, sweep)
             reach = track_reach(reach, agg_b, i, t_begin, n_chunks, BLOCK_T, PHASE, False)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
                 store_tile(out_ptr, out, rows, t, fix_mask(mask, t, reach, PHASE, False, FLIP),

@@ -129,7 +129,7 @@ def returns_fwd_kernel(r_ptr, next_ptr, term_ptr, trunc_ptr, boot_ptr, out_ptr, 
             beta = tl.where(mask, g * lam_ * keep, 1.0)
             out, carry, agg_b, _ = sweep_tile(
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, True, FLIP, against, True)
+                n_seg, PHASE, BLOCK_T, True, FLIP, against, True, sweep)
             reach = track_reach(reach, agg_b, i, t_begin, n_chunks, BLOCK_T, PHASE, True)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
                 store_tile(out_ptr, out, rows, t, fix_mask(mask, t, reach, PHASE, True, FLIP),

@@ -292,7 +292,8 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
             # first, bf16 4096x128 took 1.08x the time (an H100, carry_retrace.csv)
             delta, carry, agg_b, carry_in = sweep_tile(
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, True, FLIP, against, (FLIP < 0) | (BLOCK_T != 128))
+                n_seg, PHASE, BLOCK_T, True, FLIP, against, (FLIP < 0) | (BLOCK_T != 128),
+                sweep)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)):  # not when reducing
                 # Q_ret_{t+1} (0 at T-1; across a truncation the next episode's, as the paper).
                 if FLIP > 1:

@@ -123,7 +123,7 @@ def vtrace_fwd_kernel(lpt_ptr, lpb_ptr, v_ptr, r_ptr, term_ptr, trunc_ptr, boot_
             # register cap) spills more and took 1.11x the time (time-major 512x4096, an H100)
             delta, carry, agg_b, carry_in = sweep_tile(
                 alpha, beta, carry, agg_b, agg_ptr, status_ptr, rows, row_mask, pid_b, pid_s, B,
-                n_seg, PHASE, BLOCK_T, True, FLIP, against, FLIP > -8)
+                n_seg, PHASE, BLOCK_T, True, FLIP, against, FLIP > -8, sweep)
             if (PHASE != 1) & ((PHASE != 4) | (sweep == 1)) & DIFF:
                 store_tile(out_ptr, delta, rows, t, mask, out_stride_b, out_stride_t,
                            FOURS_BELOW)
