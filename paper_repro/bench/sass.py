@@ -3,7 +3,7 @@ warp shuffles, block barriers, layout conversions through shared memory and 128-
 kernel and tile, from Triton's compiler and the ``cuobjdump`` its wheel ships.
 
     python -m paper_repro.bench.sass [--out data/h200/sass_counts.csv] [--quick] [--caps]
-        [--masked] [--words] [--runs16] [--carry] [--mixed]
+        [--masked] [--words] [--runs16] [--carry] [--mixed] [--reduce COMMIT]
 
 The counts belong to the installed Triton (recorded in each row): put the GPU's version first
 on ``PYTHONPATH`` to explain its timings. ``data/h200/sass_counts.csv`` (Triton 3.6) shows the
@@ -170,6 +170,27 @@ def rows(quick=False):
             for flip in (0, 1, 4) if backward else (0,):
                 yield {"triton": triton.__version__, "kernel": name,
                        **dict(zip(COLUMNS[2:9], (*tile, flip))), **counts(kernel, tile, flip)}
+
+
+# The launches whose first sweep only reduces (``affine_scan.reduce_tile``): time-major 32-env
+# tiles in interleaved runs, reducing (PHASE 1) and the segment look-back (4), and the few long
+# rows' 2048-step reduce, under the kernels on ``sys.path`` (sass_reduce.csv: two trees).
+REDUCE_CASES = [(name, (32, 128, 4, phase, False, True), -8)
+                for name in ("lambda_returns", "gae", "eligibility_traces", "vtrace")
+                for phase in (1, 4)] + \
+    [(name, (32, 32, 1, 1, False, True), -8) for name in ("lambda_returns", "gae")] + \
+    [(name, (1, 2048, 4, 1, False, False), 0 if name == "eligibility_traces" else 4)
+     for name in ("lambda_returns", "gae", "eligibility_traces", "affine_scan")]
+REDUCE_COLUMNS = ["commit"] + COLUMNS[:9] + ["registers", "instructions", "shuffles", "barriers",
+                                             "loads"]
+
+
+def reduce_rows(commit: str = ""):
+    import triton
+
+    for name, tile, flip in REDUCE_CASES:
+        yield {"commit": commit, "triton": triton.__version__, "kernel": name,
+               **dict(zip(COLUMNS[2:9], (*tile, flip))), **counts(kernels()[name], tile, flip)}
 
 
 def cap_rows(cases=None):
@@ -459,6 +480,9 @@ def main(argv=None):
                    help="tiles held as runs, the carry applied last or first "
                         "(default out: sass_carry.csv)")
     p.add_argument("--carry-arm", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--reduce", metavar="COMMIT", default=None,
+                   help="the reducing sweeps' tiles, rows labelled COMMIT "
+                        "(default out: sass_reduce.csv)")
     p.add_argument("--mixed", action="store_true",
                    help="time-major tiles fed 16-bit values into fp32 outputs "
                         "(default out: sass_mixed.csv)")
@@ -470,7 +494,7 @@ def main(argv=None):
         return
     name = "sass_caps" if args.caps else "sass_masked" if args.masked else \
         "sass_words" if args.words else "sass_runs16" if args.runs16 else \
-        "sass_carry" if args.carry else \
+        "sass_carry" if args.carry else "sass_reduce" if args.reduce is not None else \
         "sass_mixed" if args.mixed else "sass_counts"
     out = args.out or f"data/h200/{name}.csv"
     columns, produce = (CAP_COLUMNS, cap_rows) if args.caps else \
@@ -478,6 +502,7 @@ def main(argv=None):
         (WORD_COLUMNS, word_rows) if args.words else \
         (RUNS16_COLUMNS, runs16_rows) if args.runs16 else \
         (CARRY_COLUMNS, carry_rows) if args.carry else \
+        (REDUCE_COLUMNS, lambda: reduce_rows(args.reduce)) if args.reduce is not None else \
         (MIXED_COLUMNS, mixed_rows) if args.mixed else (COLUMNS, lambda: rows(args.quick))
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, columns, extrasaction="ignore", lineterminator="\n")
