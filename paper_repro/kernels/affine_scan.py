@@ -401,15 +401,24 @@ def reduce_tile(alpha, beta, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, FLIP:
         tile_a = tl.sum(tl.where(last, ia, 0.0), axis=1)
         tile_b = tl.sum(tl.where(last, ib, 0.0), axis=1)
     else:
-        if REVERSE & (FLIP == 0):
-            a, b = tl.associative_scan((alpha, beta), 1, combine, reverse=True)
-            edge = 0
-        else:
-            a, b = tl.associative_scan((alpha, beta), 1, combine)
-            edge = BLOCK_T - 1
+        a, b, edge = in_order_prefixes(alpha, beta, BLOCK_T, REVERSE, FLIP)
         tile_a = column(a, edge, BLOCK_T)
         tile_b = column(b, edge, BLOCK_T)
     return tile_a, tile_b
+
+
+@triton.jit
+def in_order_prefixes(alpha, beta, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr,
+                      FLIP: tl.constexpr):
+    """Inclusive prefixes ``(a, b)`` of a tile in time order, or latest step first (FLIP = 1),
+    taken in scan order, and the column where they end."""
+    if REVERSE & (FLIP != 1):
+        a, b = tl.associative_scan((alpha, beta), 1, combine, reverse=True)
+        edge: tl.constexpr = 0
+    else:
+        a, b = tl.associative_scan((alpha, beta), 1, combine)
+        edge: tl.constexpr = BLOCK_T - 1
+    return a, b, edge
 
 
 @triton.jit
@@ -417,16 +426,7 @@ def scan_in_order(alpha, beta, carry, link_ptr, status_ptr, rows, row_mask, pid_
                   n_seg, PHASE: tl.constexpr, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr,
                   FLIP: tl.constexpr):
     """``scan_tile`` for tiles in time order, or latest step first (FLIP = 1)."""
-    if REVERSE:
-        if FLIP == 1:
-            a, b = tl.associative_scan((alpha, beta), 1, combine)
-            edge = BLOCK_T - 1
-        else:
-            a, b = tl.associative_scan((alpha, beta), 1, combine, reverse=True)
-            edge = 0
-    else:
-        a, b = tl.associative_scan((alpha, beta), 1, combine)
-        edge = BLOCK_T - 1
+    a, b, edge = in_order_prefixes(alpha, beta, BLOCK_T, REVERSE, FLIP)
     b_edge = column(b, edge, BLOCK_T)
     if (PHASE == WALKED_LOOK_BACK) | (PHASE == 3):
         carry = look_back(link_ptr, status_ptr, rows, row_mask, pid_s, B, n_seg,
