@@ -391,8 +391,8 @@ def sweep_tile(alpha, beta, carry, agg_b, link_ptr, status_ptr, rows, row_mask, 
 def reduce_tile(alpha, beta, BLOCK_T: tl.constexpr, REVERSE: tl.constexpr, FLIP: tl.constexpr):
     """The maps of a [BLOCK_B, BLOCK_T] tile composed in scan order, ``(a, b)`` per row (the
     tile takes carry c to a + b c), laid out as ``scan_tile`` takes them. Runs are composed
-    in each thread's registers and only their aggregates scanned: a quarter of the pairs the
-    scan of runs carries, and no step solved."""
+    in each thread's registers and only their aggregates scanned: half the values the scan of
+    runs carries, and no step solved."""
     if (FLIP < 0) | (REVERSE & (FLIP > 1)):
         R: tl.constexpr = -FLIP if FLIP < 0 else FLIP
         _, _, ga, gb = run_aggregates(alpha, beta, BLOCK_T, R, FLIP < 0, REVERSE)
