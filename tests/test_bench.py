@@ -1665,3 +1665,5 @@ def test_fix_ab_arms():
     assert (c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len, c.flip) == (32, 128, 4, 1024, -8)
     assert (c.fix_steps, c.fix_warps, c.single_pass) == (32, 1, False)
     assert F.time_major_tile(**F.parse_fix("512:128w4:0w1")).fix_steps == 0
+    with pytest.raises(SystemExit):  # a time-major arm names its segment and tiles
+        F.main(["x", "--time-major", "--fix", "128w4"])

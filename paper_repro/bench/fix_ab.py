@@ -13,7 +13,7 @@ shipped tiles look back (over segments of 32-env tiles, or one tile a program at
 an arm's tiles are 32 envs wide, in interleaved runs, and it takes
 ``SEG:STEPSwWARPS:FSTEPSwFWARPS``.
 
-Lines: ``label,round,arm,algorithm/N/T/dtype/dones,us,max_rel_diff``; the difference is the
+Lines: ``label,round,arm,algorithm/N/T/dtype/dones[/TN],us,max_rel_diff``; the difference is the
 arm's largest against the shipped outputs, relative to their largest magnitude. ``--profile``:
 ``algorithm/N/T/dtype/dones,arm,`` then each kernel of a call in launch order with its mean
 device time (``torch.profiler``, 10 calls), at a few cells. ``data/h100/fix_ab.csv`` and
@@ -97,7 +97,8 @@ def parse_fix(spec: str) -> dict:
 
 
 def run(label: str, rounds: int, fixes: dict, quick: bool = False, time_major: bool = False):
-    """``fixes``: the arms, ``{name: two_pass_tile keywords}``."""
+    """``fixes``: the arms, ``{name: two_pass_tile keywords}`` (``time_major``:
+    ``time_major_tile`` keywords)."""
     import torch
 
     from paper_repro.kernels import _launch as L
@@ -171,10 +172,12 @@ def main(argv=None):
                         help="[T, N] fp32 at 64x131072, 128x65536, 512x4096 (--quick: the first)")
     parser.add_argument("--profile", action="store_true", help="kernels of a call, by profiler")
     args = parser.parse_args(argv)
+    fixes = {s: parse_fix(s) for s in args.fix.split(",")}
+    if args.time_major and (args.profile or any("seg" not in kw for kw in fixes.values())):
+        parser.error("--time-major takes --fix arms SEG:STEPSwW:FSTEPSwFW only, without --profile")
     if args.profile:
-        return profile({s: parse_fix(s) for s in args.fix.split(",")})
-    run(args.label, args.rounds, {s: parse_fix(s) for s in args.fix.split(",")}, args.quick,
-        args.time_major)
+        return profile(fixes)
+    run(args.label, args.rounds, fixes, args.quick, args.time_major)
 
 
 if __name__ == "__main__":
