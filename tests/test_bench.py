@@ -386,10 +386,12 @@ def test_suites_cover_the_roofline_targets():
 
 
 def test_provenance_names_the_launch_path():
-    from paper_repro.kernels import _direct
+    from paper_repro.kernels import _direct, _native
 
     info = results.provenance("x")
-    assert info["launch_path"] == ("direct" if _direct.ENABLED else "triton")
+    native = _native.module() is not None
+    assert info["launch_path"] == (("native" if native else "direct") if _direct.ENABLED
+                                   else "triton")
     assert info["command"] == "x"
 
 
