@@ -192,8 +192,10 @@ FIX_TILES = [L.ScanConfig(1, 32, 1, 128, flip=4, fix_steps=8),
              L.ScanConfig(1, 16, 1, 64, fix_steps=16),
              L.ScanConfig(2, 16, 1, 32, flip=-4, fix_steps=8),
              L.ScanConfig(1, 4, 1, 36, fix_steps=4),
-             L.ScanConfig(1, 8, 1, 40, flip=1, fix_steps=8),
-             L.ScanConfig(8, 16, 1, 64, flip=-4, fix_steps=32)]
+             L.ScanConfig(1, 8, 1, 40, flip=1, fix_steps=8)]
+# An 8-env tile in interleaved runs, fed [T, N] inputs.
+TIME_MAJOR_FIX_TILES = [L.ScanConfig(8, 16, 1, 64, flip=-4, fix_steps=32)]
+FIX_TILES += TIME_MAJOR_FIX_TILES
 FIX_IDS = ["runs4", "runs8-rows2", "in-order", "interleaved4", "seg36", "latest-first",
            "time-major"]
 FIX_INPUTS = ["terminations", "none", "non-finite"]
@@ -217,7 +219,7 @@ def test_scan_then_fix(est, config, inputs, kernels):
     if inputs == "non-finite":
         d["r"][1, 37], d["r"][2, 260] = float("nan"), float("inf")
     want = outputs(est.call(ref, d))
-    layout = LAYOUTS[1 if config.BLOCK_B > 2 else 0]  # the 8-env tile: [T, N] inputs
+    layout = LAYOUTS[1 if config in TIME_MAJOR_FIX_TILES else 0]
     with kernels_on(kernels), L.force_config(config):
         got = outputs(est.call(P, layout.apply(d), time_dim=layout.time_dim))
     for g, w in zip(got, want):

@@ -370,8 +370,7 @@ def sweep_tile(alpha, beta, carry, agg_b, link_ptr, status_ptr, rows, row_mask, 
     carry and edge product after the tile, incoming carry). A sweep that only reduces (the
     first of two passes, the segment look-back's first sweep) composes the tile's maps and
     solves no step: its ``out`` and incoming carry are placeholders. A sweep ``against`` scan
-    order (it only reduces) composes each tile's own aggregate beyond those it holds,
-    ``carry + agg_b * a``."""
+    order composes each tile's own aggregate beyond those it holds, ``carry + agg_b * a``."""
     if (PHASE == 1) | ((PHASE == 4) & (SWEEP == 0)):
         tile_a, b_edge = reduce_tile(alpha, beta, BLOCK_T, REVERSE, FLIP)
         carry_out = tile_a + b_edge * tl.where(against, 0.0, carry)
