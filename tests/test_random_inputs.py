@@ -718,9 +718,11 @@ def test_heuristic_few_rows_of_4096_steps_in_one_tile():
     do not (16-bit rows: ``test_heuristic_16bit_rows_in_one_tile``). fp32 V-trace's of
     2049-4096 steps, from five rows up to one an SM, take it in 8 warps too; Retrace's in 16, of
     2049-4096 steps up to a row an SM, fp32 of 3073-4096 any number; V-trace's from there walk
-    1024-step tiles up to three rows an SM."""
-    def tile(N, T, wide=False, retrace=False, itemsize=4, sms=132):
-        c = L.choose_config(N, T, False, sms, wide, retrace, itemsize)
+    1024-step tiles up to three rows an SM, four without truncations."""
+    from paper_repro.kernels import vtrace
+
+    def tile(N, T, wide=False, retrace=False, itemsize=4, sms=132, traits=L.TileTraits()):
+        c = L.choose_config(N, T, False, sms, wide, retrace, itemsize, traits)
         return c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len
 
     for N, T in ((8, 4096), (64, 4096), (256, 4096), (264, 4096), (64, 3500)):
@@ -737,6 +739,12 @@ def test_heuristic_few_rows_of_4096_steps_in_one_tile():
     for N in (133, 256, 396):
         assert tile(N, 4096, True) == (1, 1024, 4, 4096), N
     assert tile(397, 4096, True)[1] == 512 and tile(384, 8192, True)[1] == 512
+    plain = vtrace.TILE_TRAITS_UNTRUNCATED
+    for N, T in ((397, 4096), (512, 4096), (528, 2049)):
+        assert tile(N, T, True, traits=plain)[:3] == (1, 1024, 4), (N, T)
+        assert tile(N, T, True, traits=vtrace.TILE_TRAITS)[1] == 512, (N, T)
+    assert tile(529, 4096, True, traits=plain)[1] == 512
+    assert tile(512, 8192, True, traits=plain)[1] == 512
     for N, T in ((1, 4096), (128, 4096), (512, 3500), (4096, 4096)):
         assert tile(N, T, True, True) == (1, 4096, 16, 4096), (N, T)
         assert tile(N, T, True, True, itemsize=2)[1] == (4096 if N <= 132 else 512), (N, T)
@@ -981,8 +989,9 @@ def test_long_row_choices(est, kernels, monkeypatch):
     two-pass band (GAE and TD(lambda) with values none), time-major look-back steps (GAE
     128, the others 256), time-major one-pass warps from a row block an SM (GAE and V-trace
     4, the others 2), the share of the SMs under which 16-bit walks look back in 32-env tiles
-    (the decayed sum 1, GAE and the returns 1/2, V-trace none) and the warps of fp32 rows of
-    512 steps (the returns 4)."""
+    (the decayed sum 1, GAE and the returns 1/2, V-trace none), the warps of fp32 rows of
+    512 steps (the returns 4) and, V-trace's without truncations, up to how many fp32 rows of
+    2049-4096 steps an SM walk 1024-step tiles (4, else 3)."""
     seen, config_for = [], L.config_for
 
     def spy(*args, **kwargs):
@@ -994,6 +1003,11 @@ def test_long_row_choices(est, kernels, monkeypatch):
     with kernels_on(kernels):
         est.call(P, make_inputs(3, 8, device=device_of(kernels)))
     assert seen and set(seen) == {TILE_TRAITS.get(est.name, L.TileTraits())}
+    if est.kernel == "vtrace":
+        seen.clear()
+        with kernels_on(kernels):
+            est.call(P, make_inputs(3, 8, device=device_of(kernels), truncations=False))
+        assert set(seen) == {replace(TILE_TRAITS[est.name], walk_rows32=4)}
 
 
 def test_flip_rule():

@@ -327,10 +327,11 @@ FORWARD = ("eligibility_traces", "prefix_sum")
 
 def traits_of(algorithm: str):
     """The estimator's tile traits (:class:`~paper_repro.kernels._launch.TileTraits`) as its
-    call passes them to the heuristic; the default for Retrace and the bare engine."""
+    call passes them to the heuristic without truncations; the default for Retrace and the bare
+    engine."""
     from paper_repro.kernels import eligibility_traces, gae, lambda_returns, vtrace
 
-    return {"gae": gae.TILE_TRAITS, "vtrace": vtrace.TILE_TRAITS,
+    return {"gae": gae.TILE_TRAITS, "vtrace": vtrace.TILE_TRAITS_UNTRUNCATED,
             "lambda_returns": lambda_returns.TILE_TRAITS,
             "discounted_returns": lambda_returns.TILE_TRAITS_NO_VALUES,
             "eligibility_traces": eligibility_traces.TILE_TRAITS,

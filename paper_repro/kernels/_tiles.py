@@ -57,7 +57,9 @@ class TileTraits:
     most a 16-row block an SM (2 from more); ``walk16_share``: the share of the SMs under which
     32-env programs of 16-bit time-major walks look back rather than walk in runs (``wide_walks16``;
     0: neither); ``warps512``: the warps of fp32 batch-major rows of 512 steps, one tile a row, up
-    to 32 rows an SM (0: 256 elements a warp from more rows than SMs)."""
+    to 32 rows an SM (0: 256 elements a warp from more rows than SMs); ``walk_rows32``: up to how
+    many wide (V-trace's) fp32 rows of 2049-4096 steps an SM walk 1024-step tiles (512-step ones
+    from more)."""
 
     two_pass_rows: int = 4
     cap16: int = 0
@@ -69,6 +71,7 @@ class TileTraits:
     time_major_row_warps: int = 2
     walk16_share: float = 0.0
     warps512: int = 0
+    walk_rows32: int = 3
 
 
 @functools.lru_cache(maxsize=4096)
@@ -198,7 +201,7 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
         if retrace and sms >= B:
             num_warps = max(8, num_warps)
     elif T > 1024 and (not wide or (not retrace and T <= 8192 and
-                                    4 < B <= (4 if itemsize < 4 else 3 if T <= 4096 else 2)
+                                    4 < B <= (4 if itemsize < 4 else traits.walk_rows32 if T <= 4096 else 2)
                                     * sms)):
         # One row a program in tiles of 1024 (512x4096: prefix sum 6.9 -> 6.2 us, GAE 12.8 ->
         # 11.9, bf16 GAE 11.4 -> 10.4); V-trace's too, up to two rows an SM, 16-bit four
@@ -207,7 +210,8 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
         # 0.88-0.90x, fp32 0.96x but truncated 1.12x; 1024 rows and more 0.99-1.10x;
         # split-wide, 256x8192 against two passes: 27.1 -> 18.3 us, bf16 15.1 -> 9.3). fp32
         # rows of up to 4096 steps up to three an SM (H100, tile_4096_wide.csv: 384x4096 16.5
-        # -> 14.6 us, truncated 0.97x; 384x3072 0.82x; at 512x4096 truncated rows lost, 1.07x).
+        # -> 14.6 us, truncated 0.97x; 384x3072 0.82x; at 512x4096 truncated rows lost, 1.07x,
+        # so four an SM walk only without truncations: 512x4096 22.4 -> 21.7 us).
         BLOCK_B, BLOCK_T, num_warps = 1, 1024, 4
     else:
         BLOCK_T = min(_pow2(T), 512)

@@ -7,6 +7,7 @@ store-and-reload round trip). Two compile-time switches serve PufferLib's advant
 (pufferlib_compat): RATIO reads pi/mu itself in place of two log-probabilities, DIFF stores
 Delta alone.
 """
+from dataclasses import replace
 from typing import Optional, Tuple
 
 import torch
@@ -43,6 +44,9 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # 45.4 -> 42.3 us and 47.3 -> 43.6 against 168 registers uncapped). One-pass time-major rows
 # of 128 steps from a block an SM in 4 warps (tn_abound.csv, 1024x128: 3.21 -> 2.89 us).
 TILE_TRAITS = L.TileTraits(two_pass_rows=0, cap16=128, time_major_row_warps=4)
+# Without truncations fp32 rows of up to 4096 steps walk 1024-step tiles up to four an SM (H100,
+# tile_4096_wide.csv: 512x4096 22.4 -> 21.7 us; truncated ones 27.2 -> 29.1, so they keep 512).
+TILE_TRAITS_UNTRUNCATED = replace(TILE_TRAITS, walk_rows32=4)
 
 
 @triton.jit
@@ -228,7 +232,8 @@ def _vtrace(log_pi_target: torch.Tensor, log_pi_behavior: torch.Tensor, values: 
         return vs_out.set(vs), adv_out.set(adv)
     vs, adv = vs_out.rows, adv_out.rows
     t = rows.tensors
-    config, fours = L.tile_of(rows, vs.device, vs.element_size(), TILE_TRAITS, wide=True)
+    traits = TILE_TRAITS if truncateds is not None else TILE_TRAITS_UNTRUNCATED
+    config, fours = L.tile_of(rows, vs.device, vs.element_size(), traits, wide=True)
     # ONE_TILE only for one-row tiles: 4 x 128 and 32 x 32 tiles of one tile ran 10-15 % slower
     # unrolled (data/h200/one_tile_ab.csv), 1 x 512 6 % faster. The compile-time look-back tile
     # likewise, and in fp32 only (look_back_tile_ab.csv, walked against compile-time in turn:
