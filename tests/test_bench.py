@@ -1466,6 +1466,10 @@ def test_tile_ab_rows(monkeypatch, tmp_path):
     assert asked == [("fp32", "NT", "float", "trunc")]
     assert [(r["tile"].split()[0], r["variant"]) for r in rows] == [
         ("shipped", "trunc"), ("1x512w4", "trunc")]
+    # V-trace's shipped tile with truncations as its call takes it (four rows an SM walk
+    # 1024-step tiles without them, here on the four SMs a CPU device counts)
+    assert [TA.shipped_config("vtrace", 16, 4096, cpu, truncated=t).BLOCK_T
+            for t in (False, True)] == [1024, 512]
     assert TA.shipped_config("gae", 512, 4096, cpu, 2) == L.config_for(
         512, 4096, (4096, 1), cpu, itemsize=2, traits=traits_of("gae"))
     assert TA.shipped_config("gae", 512, 4096, cpu, 2) != TA.shipped_config(

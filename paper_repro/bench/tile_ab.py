@@ -41,15 +41,17 @@ def forced_tile(shipped: L.ScanConfig, T: int, tile: tuple[int, int, int]) -> L.
                    seg_len=-(-T // steps) * steps, single_pass=False)
 
 
-def shipped_config(algorithm: str, N: int, T: int, device, itemsize: int = 4) -> L.ScanConfig:
-    """The batch-major tile ``algorithm`` ships at ``N x T`` for values of ``itemsize`` bytes:
-    V-trace's and Retrace's wide tiles (Retrace's own rules) apart from the five narrow
-    estimators', each with its own traits (``tile_probe.traits_of``)."""
+def shipped_config(algorithm: str, N: int, T: int, device, itemsize: int = 4,
+                   truncated: bool = False) -> L.ScanConfig:
+    """The batch-major tile ``algorithm`` ships at ``N x T`` for values of ``itemsize`` bytes,
+    with or without ``truncated`` episodes: V-trace's and Retrace's wide tiles (Retrace's own
+    rules) apart from the five narrow estimators', each with its own traits
+    (``tile_probe.traits_of``)."""
     from paper_repro.bench.tile_probe import traits_of
 
     wide = algorithm in ("vtrace", "retrace")
     return L.config_for(N, T, (T, 1), device, wide=wide, retrace=algorithm == "retrace",
-                        itemsize=itemsize, traits=traits_of(algorithm))
+                        itemsize=itemsize, traits=traits_of(algorithm, truncated))
 
 
 def _case_rows(algorithm, N, T, tiles, repeats, peer, dtype="fp32", variant="plain"):
@@ -58,7 +60,7 @@ def _case_rows(algorithm, N, T, tiles, repeats, peer, dtype="fp32", variant="pla
 
     flags, itemsize = ("bool", 2) if dtype == "bf16" else ("float", 4)
     case, prep, want = prepared(algorithm, N, T, dtype, "NT", flags, variant)
-    shipped = shipped_config(algorithm, N, T, case.args[0].device, itemsize)
+    shipped = shipped_config(algorithm, N, T, case.args[0].device, itemsize, variant == "trunc")
     row = dict(algorithm=algorithm, num_envs=N, seq_len=T, dtype=dtype, layout="NT",
                variant=variant)
     _, us = forced_time(prep, want, None, repeats=repeats)

@@ -325,13 +325,14 @@ def _backward_runs(case, cfg):
 FORWARD = ("eligibility_traces", "prefix_sum")
 
 
-def traits_of(algorithm: str):
+def traits_of(algorithm: str, truncated: bool = False):
     """The estimator's tile traits (:class:`~paper_repro.kernels._launch.TileTraits`) as its
-    call passes them to the heuristic without truncations; the default for Retrace and the bare
-    engine."""
+    call passes them to the heuristic, with or without ``truncated`` episodes; the default for
+    Retrace and the bare engine."""
     from paper_repro.kernels import eligibility_traces, gae, lambda_returns, vtrace
 
-    return {"gae": gae.TILE_TRAITS, "vtrace": vtrace.TILE_TRAITS_UNTRUNCATED,
+    v_trace = vtrace.TILE_TRAITS if truncated else vtrace.TILE_TRAITS_UNTRUNCATED
+    return {"gae": gae.TILE_TRAITS, "vtrace": v_trace,
             "lambda_returns": lambda_returns.TILE_TRAITS,
             "discounted_returns": lambda_returns.TILE_TRAITS_NO_VALUES,
             "eligibility_traces": eligibility_traces.TILE_TRAITS,

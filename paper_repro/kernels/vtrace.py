@@ -45,7 +45,8 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # of 128 steps from a block an SM in 4 warps (tn_abound.csv, 1024x128: 3.21 -> 2.89 us).
 TILE_TRAITS = L.TileTraits(two_pass_rows=0, cap16=128, time_major_row_warps=4)
 # Without truncations fp32 rows of up to 4096 steps walk 1024-step tiles up to four an SM (H100,
-# tile_4096_wide.csv: 512x4096 22.4 -> 21.7 us; truncated ones 27.2 -> 29.1, so they keep 512).
+# vtrace_walk_rows.csv: 448-528 rows 0.92-0.99x the 512-step walk's time, 512x4096 22.1 -> 21.7
+# us; truncated ones 1.07-1.18x, so they keep 512-step tiles from three rows an SM).
 TILE_TRAITS_UNTRUNCATED = replace(TILE_TRAITS, walk_rows32=4)
 
 
