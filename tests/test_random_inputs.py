@@ -721,8 +721,8 @@ def test_heuristic_few_rows_of_4096_steps_in_one_tile():
     1024-step tiles up to three rows an SM, four without truncations."""
     from paper_repro.kernels import vtrace
 
-    def tile(N, T, wide=False, retrace=False, itemsize=4, sms=132, traits=L.TileTraits()):
-        c = L.choose_config(N, T, False, sms, wide, retrace, itemsize, traits)
+    def tile(N, T, wide=False, retrace=False, itemsize=4, sms=132, traits=None):
+        c = L.choose_config(N, T, False, sms, wide, retrace, itemsize, traits or L.TileTraits())
         return c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len
 
     for N, T in ((8, 4096), (64, 4096), (256, 4096), (264, 4096), (64, 3500)):
@@ -744,6 +744,7 @@ def test_heuristic_few_rows_of_4096_steps_in_one_tile():
         assert tile(N, T, True, traits=plain)[:3] == (1, 1024, 4), (N, T)
         assert tile(N, T, True, traits=vtrace.TILE_TRAITS)[1] == 512, (N, T)
     assert tile(529, 4096, True, traits=plain)[1] == 512
+    assert tile(512, 4096, True, itemsize=8, traits=plain)[1] == 512  # fp64 untimed: as before
     assert tile(512, 8192, True, traits=plain)[1] == 512
     for N, T in ((1, 4096), (128, 4096), (512, 3500), (4096, 4096)):
         assert tile(N, T, True, True) == (1, 4096, 16, 4096), (N, T)

@@ -200,9 +200,9 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
             num_warps = traits.warps512
         if retrace and sms >= B:
             num_warps = max(8, num_warps)
-    elif T > 1024 and (not wide or (not retrace and T <= 8192 and
-                                    4 < B <= (4 if itemsize < 4 else traits.walk_rows32 if T <= 4096 else 2)
-                                    * sms)):
+    elif T > 1024 and (not wide or (not retrace and T <= 8192 and 4 < B <= sms * (
+            4 if itemsize < 4 else 2 if T > 4096 else traits.walk_rows32 if itemsize == 4
+            else 3))):
         # One row a program in tiles of 1024 (512x4096: prefix sum 6.9 -> 6.2 us, GAE 12.8 ->
         # 11.9, bf16 GAE 11.4 -> 10.4); V-trace's too, up to two rows an SM, 16-bit four
         # (split_rows.csv, split-more, split-long and split-trunc against 512-step tiles in 2
