@@ -890,6 +890,26 @@ def test_sass_runs16_rows_compile_retrace_in_runs_of_8():
     assert rows[0][4] > rows[1][4] > 0
 
 
+def test_sass_walk_rows_count_the_programs_an_sm_holds():
+    """``sass --walks``: V-trace's 512- and 1024-step walks compiled with and without
+    truncations; truncations load more and hold more registers, and the programs an SM holds
+    follow from the registers (sm_90 under Triton 3.6, ``sass_walks.csv``: 128 registers fit four
+    1024-step programs, 157 three)."""
+    from paper_repro.bench import sass as S
+
+    assert [S.resident_programs(r, w) for r, w in ((128, 4), (157, 4), (128, 2), (155, 2))] \
+        == [4, 3, 8, 6]
+    code = ("import json; from paper_repro.bench import sass as S; "
+            "print(json.dumps(list(S.walk_rows())))")
+    rows = _compiled_json(code)
+    assert [(r["truncations"], r["BLOCK_T"], r["num_warps"]) for r in rows] == [
+        (False, 512, 2), (False, 1024, 4), (True, 512, 2), (True, 1024, 4)]
+    plain, trunc = rows[1], rows[3]
+    assert trunc["loads"] > plain["loads"] and trunc["registers"] > plain["registers"]
+    assert all(r["resident_programs"] == S.resident_programs(r["registers"], r["num_warps"])
+               for r in rows)
+
+
 def test_sass_carry_arms_compile_apart():
     """``sass --carry``: cases under each arm (0: carry last, 1: first, unset: the shipped
     rule), each compiled in a process of its own. The fp32 look-back tile of 64 x 131072 (runs

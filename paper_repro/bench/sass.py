@@ -3,7 +3,7 @@ warp shuffles, block barriers, layout conversions through shared memory and 128-
 kernel and tile, from Triton's compiler and the ``cuobjdump`` its wheel ships.
 
     python -m paper_repro.bench.sass [--out data/h200/sass_counts.csv] [--quick] [--caps]
-        [--masked] [--words] [--runs16] [--carry] [--mixed] [--reduce COMMIT]
+        [--masked] [--words] [--runs16] [--carry] [--mixed] [--walks] [--reduce COMMIT]
 
 The counts belong to the installed Triton (recorded in each row): put the GPU's version first
 on ``PYTHONPATH`` to explain its timings. ``data/h200/sass_counts.csv`` (Triton 3.6) shows the
@@ -463,6 +463,37 @@ def mixed_row(name: str, c, B: int, T: int, tile_name: str, dtype: str) -> dict:
             "B": B, "T": T, "tile": tile_name, "dtype": dtype}
 
 
+# V-trace's batch-major walks (sass_walks.csv): 512-step tiles in 2 warps and 1024-step ones in 4,
+# as shipped (prefetching, runs of 4), with and without truncations (and their bootstrap values).
+WALK_TILES = ((1, 512, 2, 0, True, False), (1, 1024, 4, 0, True, False))
+WALK_COLUMNS = ["triton", "kernel", "truncations", "BLOCK_T", "num_warps", "registers",
+                "stack_bytes", "instructions", "loads", "resident_programs"]
+SM90_REGISTERS = 65536  # a multiprocessor's register file
+
+
+def resident_programs(registers: int, num_warps: int) -> int:
+    """How many programs of ``num_warps`` warps at ``registers`` a thread fit an sm_90
+    multiprocessor's register file (allocated 8 registers a thread at a time)."""
+    return SM90_REGISTERS // (-(-registers // 8) * 8 * 32 * num_warps)
+
+
+def walk_rows():
+    import triton
+
+    saved = dict(CONSTEXPRS)
+    try:
+        for truncations in (False, True):
+            CONSTEXPRS.update(HAS_TRUNC=truncations, HAS_BOOT=truncations)
+            for tile in WALK_TILES:
+                c = counts(kernels()["vtrace"], tile, 4)
+                yield {"triton": triton.__version__, "kernel": "vtrace",
+                       "truncations": truncations, "BLOCK_T": tile[1], "num_warps": tile[2],
+                       **c, "resident_programs": resident_programs(c["registers"], tile[2])}
+    finally:
+        CONSTEXPRS.clear()
+        CONSTEXPRS.update(saved)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", default=None,
@@ -486,6 +517,9 @@ def main(argv=None):
     p.add_argument("--mixed", action="store_true",
                    help="time-major tiles fed 16-bit values into fp32 outputs "
                         "(default out: sass_mixed.csv)")
+    p.add_argument("--walks", action="store_true",
+                   help="V-trace's batch-major walks with and without truncations "
+                        "(default out: sass_walks.csv)")
     args = p.parse_args(argv)
     if args.carry_arm:  # one arm of --carry, as JSON lines
         import json
@@ -495,7 +529,7 @@ def main(argv=None):
     name = "sass_caps" if args.caps else "sass_masked" if args.masked else \
         "sass_words" if args.words else "sass_runs16" if args.runs16 else \
         "sass_carry" if args.carry else "sass_reduce" if args.reduce is not None else \
-        "sass_mixed" if args.mixed else "sass_counts"
+        "sass_mixed" if args.mixed else "sass_walks" if args.walks else "sass_counts"
     out = args.out or f"data/h200/{name}.csv"
     columns, produce = (CAP_COLUMNS, cap_rows) if args.caps else \
         (MASKED_COLUMNS, masked_rows) if args.masked else \
@@ -503,7 +537,8 @@ def main(argv=None):
         (RUNS16_COLUMNS, runs16_rows) if args.runs16 else \
         (CARRY_COLUMNS, carry_rows) if args.carry else \
         (REDUCE_COLUMNS, lambda: reduce_rows(args.reduce)) if args.reduce is not None else \
-        (MIXED_COLUMNS, mixed_rows) if args.mixed else (COLUMNS, lambda: rows(args.quick))
+        (MIXED_COLUMNS, mixed_rows) if args.mixed else \
+        (WALK_COLUMNS, walk_rows) if args.walks else (COLUMNS, lambda: rows(args.quick))
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, columns, extrasaction="ignore", lineterminator="\n")
         w.writeheader()
