@@ -46,7 +46,8 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 TILE_TRAITS = L.TileTraits(two_pass_rows=0, cap16=128, time_major_row_warps=4)
 # Without truncations fp32 rows of up to 4096 steps walk 1024-step tiles up to four an SM (H100,
 # vtrace_walk_rows.csv: 448-528 rows 0.92-0.99x the 512-step walk's time, 512x4096 22.1 -> 21.7
-# us; truncated ones 1.07-1.18x, so they keep 512-step tiles from three rows an SM).
+# us; truncated ones 1.07-1.18x, so they keep 512-step tiles from three rows an SM: their
+# 1024-step tile holds 157 registers, three programs an SM, against 128, sass_walks.csv).
 TILE_TRAITS_UNTRUNCATED = replace(TILE_TRAITS, walk_rows32=4)
 
 
