@@ -200,9 +200,8 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
             num_warps = traits.warps512
         if retrace and sms >= B:
             num_warps = max(8, num_warps)
-    elif T > 1024 and (not wide or (not retrace and T <= 8192 and 4 < B <= sms * (
-            4 if itemsize < 4 else 2 if T > 4096 else traits.walk_rows32 if itemsize == 4
-            else 3))):
+    elif T > 1024 and (not wide or (not retrace and T <= 8192 and
+                                    4 < B <= _wide_walk_rows(T, itemsize, traits) * sms)):
         # One row a program in tiles of 1024 (512x4096: prefix sum 6.9 -> 6.2 us, GAE 12.8 ->
         # 11.9, bf16 GAE 11.4 -> 10.4); V-trace's too, up to two rows an SM, 16-bit four
         # (split_rows.csv, split-more, split-long and split-trunc against 512-step tiles in 2
@@ -240,6 +239,17 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
     if num_warps is None:
         num_warps = max(1, min(8, (BLOCK_B * BLOCK_T) // per_warp))
     return ScanConfig(BLOCK_B, BLOCK_T, num_warps, chunks * BLOCK_T)
+
+
+def _wide_walk_rows(T: int, itemsize: int, traits: TileTraits) -> int:
+    """Up to how many of V-trace's rows of 1025-8192 steps an SM walk 1024-step tiles: 16-bit
+    four, fp32 ``traits.walk_rows32`` up to 4096 steps (as many as its registers let an SM hold,
+    sass_walks.csv) and two beyond, fp64 three up to 4096 steps."""
+    if itemsize < 4:
+        return 4
+    if T > 4096:
+        return 2
+    return traits.walk_rows32 if itemsize == 4 else 3
 
 
 def _split_time(B: int, T: int, wide: bool, retrace: bool, itemsize: int,
