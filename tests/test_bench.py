@@ -1435,7 +1435,9 @@ def test_tile_ab_rows(monkeypatch, tmp_path):
     from paper_repro.bench import tile_ab as TA
     from paper_repro.bench.tile_probe import traits_of
 
-    assert TA.parse_tile("32x128w16") == (32, 128, 16)
+    assert TA.parse_tile("32x128w16") == (32, 128, 16, 0)
+    assert TA.parse_tile("1x1024w4r128") == (1, 1024, 4, 128)
+    assert TA.tile_label(TA.parse_tile("1x1024w4r128")) == "1x1024w4r128"
     seen = []
 
     def forced_time(prep, want, config, repeats=1):
@@ -1450,16 +1452,17 @@ def test_tile_ab_rows(monkeypatch, tmp_path):
     monkeypatch.setattr(providers, "_rl_triton", lambda c: type("P", (), {"call": None}))
     out = tmp_path / "tile_ab.csv"
     TA.main(["--out", str(out), "--shapes", "4x300,8x2048", "--algorithms", "gae",
-             "--tiles", "1x512w4,2x2048w8"])
+             "--tiles", "1x512w4,2x2048w8r96"])
     rows = list(csv.DictReader(out.read_text().splitlines()))
     assert asked == [("fp32", "NT", "float", "plain")] * 2
     assert {(r["dtype"], r["variant"]) for r in rows} == {("fp32", "plain")}
     assert [r["tile"].split()[0] for r in rows] == [
-        "shipped", "1x512w4", "rl-triton", "shipped", "1x512w4", "2x2048w8", "rl-triton"]
+        "shipped", "1x512w4", "rl-triton", "shipped", "1x512w4", "2x2048w8r96", "rl-triton"]
     assert [r["device_us"] for r in rows if r["tile"] == "rl-triton"] == ["3.0", "3.0"]
     forced_configs = [c for c in seen if c is not None]
-    assert [(c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len) for c in forced_configs] == [
-        (1, 512, 4, 512), (1, 512, 4, 2048), (2, 2048, 8, 2048)]
+    assert [(c.BLOCK_B, c.BLOCK_T, c.num_warps, c.seg_len, c.max_registers)
+            for c in forced_configs] == [
+        (1, 512, 4, 512, 0), (1, 512, 4, 2048, 0), (2, 2048, 8, 2048, 96)]
     assert not any(c.single_pass for c in forced_configs)
     # V-trace's and Retrace's forced tiles start from their own shipped tiles
     from paper_repro.kernels import _launch as L

@@ -6,7 +6,8 @@
 
 (CUDA) Per estimator and shape, batch-major, fp32 (float flags) or bf16 (bool flags, as the
 roofline's bf16 cells): the shipped tile, then each of ``--tiles`` (``BxTwW``: rows, steps
-and warps of a program, a whole row a program, the shipped run length) forced through
+and warps of a program, a whole row a program, the shipped run length; ``BxTwWrR``: registers
+capped at R a thread) forced through
 ``L.force_config``, then (fp32) rl-triton's call on the same inputs, each the minimum over
 ``repeats`` of the device time by CUDA-graph replay (``forced.forced_time``).
 A forced tile's largest difference from the shipped tile's output is kept (a race or a bad
@@ -27,18 +28,26 @@ COLUMNS = ["algorithm", "num_envs", "seq_len", "dtype", "layout", "variant", "ti
            "max_abs_diff"]
 
 
-def parse_tile(text: str) -> tuple[int, int, int]:
-    """``"1x2048w8"`` -> ``(1, 2048, 8)``: rows, steps and warps of a program."""
+def parse_tile(text: str) -> tuple[int, int, int, int]:
+    """``"1x2048w8"`` -> ``(1, 2048, 8, 0)``: rows, steps and warps of a program and its
+    register cap (``"1x1024w4r128"``: 128 a thread; 0: the compiler's choice)."""
     rows, rest = text.split("x")
-    steps, warps = rest.split("w")
-    return int(rows), int(steps), int(warps)
+    steps, rest = rest.split("w")
+    warps, _, cap = rest.partition("r")
+    return int(rows), int(steps), int(warps), int(cap or 0)
 
 
-def forced_tile(shipped: L.ScanConfig, T: int, tile: tuple[int, int, int]) -> L.ScanConfig:
-    """``shipped`` with ``tile``'s rows, steps and warps, a whole row a program."""
-    rows, steps, warps = tile
+def tile_label(tile: tuple[int, int, int, int]) -> str:
+    rows, steps, warps, cap = tile
+    return f"{rows}x{steps}w{warps}" + (f"r{cap}" if cap else "")
+
+
+def forced_tile(shipped: L.ScanConfig, T: int, tile: tuple[int, int, int, int]) -> L.ScanConfig:
+    """``shipped`` with ``tile``'s rows, steps, warps and register cap, a whole row a
+    program."""
+    rows, steps, warps, cap = tile
     return replace(shipped, BLOCK_B=rows, BLOCK_T=steps, num_warps=warps,
-                   seg_len=-(-T // steps) * steps, single_pass=False)
+                   seg_len=-(-T // steps) * steps, single_pass=False, max_registers=cap)
 
 
 def shipped_config(algorithm: str, N: int, T: int, device, itemsize: int = 4,
@@ -64,13 +73,14 @@ def _case_rows(algorithm, N, T, tiles, repeats, peer, dtype="fp32", variant="pla
     row = dict(algorithm=algorithm, num_envs=N, seq_len=T, dtype=dtype, layout="NT",
                variant=variant)
     _, us = forced_time(prep, want, None, repeats=repeats)
-    name = f"shipped {shipped.BLOCK_B}x{shipped.BLOCK_T}w{shipped.num_warps}"
+    name = "shipped " + tile_label((shipped.BLOCK_B, shipped.BLOCK_T, shipped.num_warps,
+                                    shipped.max_registers))
     yield dict(row, tile=name, device_us=round(us, 3), max_abs_diff=0.0)
     for tile in tiles:
         if tile[1] >= 2 * T:
             continue
         diff, us = forced_time(prep, want, forced_tile(shipped, T, tile), repeats=repeats)
-        yield dict(row, tile="{}x{}w{}".format(*tile), device_us=round(us, 3),
+        yield dict(row, tile=tile_label(tile), device_us=round(us, 3),
                    max_abs_diff=f"{diff:.3g}")
     if peer and dtype == "fp32":  # rl-triton's kernels take fp32 alone
         from paper_repro.bench.providers import _rl_triton
