@@ -267,8 +267,9 @@ def vtrace_difference_into(out, ratio, values, rewards, terminateds, next_values
     inputs = (ratio, values, rewards, terminateds, next_values)
     rows = L.rows_of(1, **dict(zip(("ratio", "values", "rewards", "terminateds", "next_values"),
                                    inputs)))
+    # no truncations: the walk of up to four rows an SM (its 1024-step tile: 89 registers)
     config = L.config_for(rows.B, rows.T, rows.stride, out.device, wide=True,
-                          itemsize=out.element_size(), traits=TILE_TRAITS,
+                          itemsize=out.element_size(), traits=TILE_TRAITS_UNTRUNCATED,
                           inputs=(ratio, values, rewards, terminateds, next_values))
     job = Launch(vtrace_fwd_kernel, config, rows.B, rows.T, L.acc_dtype(out.dtype), out.device,
                  L.layout_ints(rows, out), L.scalar_pairs(gamma, rho_bar, c_bar, gamma * lambda_),
