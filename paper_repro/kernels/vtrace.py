@@ -44,10 +44,11 @@ from paper_repro.kernels.torch_scan import torch_affine_scan
 # 45.4 -> 42.3 us and 47.3 -> 43.6 against 168 registers uncapped). One-pass time-major rows
 # of 128 steps from a block an SM in 4 warps (tn_abound.csv, 1024x128: 3.21 -> 2.89 us).
 TILE_TRAITS = L.TileTraits(two_pass_rows=0, cap16=128, time_major_row_warps=4)
-# Without truncations fp32 rows of up to 4096 steps walk 1024-step tiles up to four an SM (H100,
-# vtrace_walk_rows.csv: 448-528 rows 0.92-0.99x the 512-step walk's time, 512x4096 22.1 -> 21.7
-# us; truncated ones 1.07-1.18x, so they keep 512-step tiles from three rows an SM: their
-# 1024-step tile holds 157 registers, three programs an SM, against 128, sass_walks.csv).
+# Without truncations fp32 rows of up to 4096 steps walk 1024-step tiles up to four an SM
+# (vtrace_walk_rows.csv, H200: 448-528 rows 0.86-0.94x the 512-step walk's time, 512x4096 17.2
+# -> 16.0 us; H100 0.92-0.99x); truncated ones 1.13-1.33x, so they keep 512-step tiles from three
+# rows an SM: their 1024-step tile holds 157 registers, three programs an SM, against 128
+# (sass_walks.csv; capped at 128 it spills and still lost, 1.03-1.07x).
 TILE_TRAITS_UNTRUNCATED = replace(TILE_TRAITS, walk_rows32=4)
 
 
@@ -267,7 +268,8 @@ def vtrace_difference_into(out, ratio, values, rewards, terminateds, next_values
     inputs = (ratio, values, rewards, terminateds, next_values)
     rows = L.rows_of(1, **dict(zip(("ratio", "values", "rewards", "terminateds", "next_values"),
                                    inputs)))
-    # no truncations: the walk of up to four rows an SM (its 1024-step tile: 89 registers)
+    # no truncations: the walk of up to four rows an SM (its 1024-step tile: 89 registers;
+    # puff_walk.csv, H200: 0.87-0.93x the time of three at 448-528 rows x 4096)
     config = L.config_for(rows.B, rows.T, rows.stride, out.device, wide=True,
                           itemsize=out.element_size(), traits=TILE_TRAITS_UNTRUNCATED,
                           inputs=(ratio, values, rewards, terminateds, next_values))
