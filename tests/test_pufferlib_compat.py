@@ -130,6 +130,30 @@ def test_one_launch_where_the_kernels_run(backend, monkeypatch):
         assert (got[:, -1] == SENTINEL).all()
 
 
+def test_launch_takes_vtraces_traits_without_truncations(backend, monkeypatch):
+    """PufferLib's advantage is V-trace's launch without truncations: its tile comes from
+    V-trace's traits for rows without them (1024-step walks up to four rows an SM)."""
+    from paper_repro.kernels import vtrace
+
+    if backend == "torch":
+        pytest.skip("the one launch runs where the kernels do")
+    seen, config_for = [], L.config_for
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("traits"))
+        return config_for(*args, **kwargs)
+
+    monkeypatch.setattr(L, "config_for", spy)
+    monkeypatch.setattr(compat, "_REPEATS", {})
+    monkeypatch.setattr(_plan, "_PLANS", {})
+    x = segments(3, 40, 4, device_of(backend))
+    want = puff_loop(*x[:4], 0.99, 0.95, 1.0, 1.0)
+    got = compute_puff_advantage(*x, 0.99, 0.95, 1.0, 1.0)
+    assert_close("advantages", got[:, :-1], want[:, :-1], TOL[torch.float32])
+    assert seen and set(seen) == {vtrace.TILE_TRAITS_UNTRUNCATED}
+    assert vtrace.TILE_TRAITS_UNTRUNCATED != vtrace.TILE_TRAITS
+
+
 def test_repeat_addresses_are_the_views():
     """A repeat launches on addresses taken from the whole buffers: they must be the views'
     own, for bool flags, column-major terminals and an advantages buffer inside a wider one."""
