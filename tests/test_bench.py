@@ -892,7 +892,8 @@ def test_sass_runs16_rows_compile_retrace_in_runs_of_8():
 
 def test_sass_walk_rows_count_the_programs_an_sm_holds():
     """``sass --walks``: V-trace's 512- and 1024-step walks compiled with and without
-    truncations; truncations load more and hold more registers, and the programs an SM holds
+    truncations and as PufferLib's advantage launches them; truncations load more and hold more
+    registers, PufferLib's launch no more than the plain one, and the programs an SM holds
     follow from the registers (sm_90 under Triton 3.6, ``sass_walks.csv``: 128 registers fit four
     1024-step programs, 157 three)."""
     from paper_repro.bench import sass as S
@@ -902,10 +903,15 @@ def test_sass_walk_rows_count_the_programs_an_sm_holds():
     code = ("import json; from paper_repro.bench import sass as S; "
             "print(json.dumps(list(S.walk_rows())))")
     rows = _compiled_json(code)
-    assert [(r["truncations"], r["BLOCK_T"], r["num_warps"]) for r in rows] == [
+    vtrace_rows = [r for r in rows if r["launch"] == "vtrace"]
+    assert [(r["truncations"], r["BLOCK_T"], r["num_warps"]) for r in vtrace_rows] == [
         (False, 512, 2), (False, 1024, 4), (True, 512, 2), (True, 1024, 4)]
-    plain, trunc = rows[1], rows[3]
+    plain, trunc = vtrace_rows[1], vtrace_rows[3]
     assert trunc["loads"] > plain["loads"] and trunc["registers"] > plain["registers"]
+    # PufferLib's advantage: no truncations, and no more registers than V-trace's plain walk
+    puff = [r for r in rows if r["launch"] == "puff_advantage"]
+    assert [(r["truncations"], r["BLOCK_T"]) for r in puff] == [(False, 512), (False, 1024)]
+    assert puff[1]["registers"] <= plain["registers"]
     assert all(r["resident_programs"] == S.resident_programs(r["registers"], r["num_warps"])
                for r in rows)
 

@@ -464,9 +464,13 @@ def mixed_row(name: str, c, B: int, T: int, tile_name: str, dtype: str) -> dict:
 
 
 # V-trace's batch-major walks (sass_walks.csv): 512-step tiles in 2 warps and 1024-step ones in 4,
-# as shipped (prefetching, runs of 4), with and without truncations (and their bootstrap values).
+# as shipped (prefetching, runs of 4), with and without truncations (and their bootstrap values),
+# and as PufferLib's advantage launches them (the ratios read, Delta alone stored, no truncations).
 WALK_TILES = ((1, 512, 2, 0, True, False), (1, 1024, 4, 0, True, False))
-WALK_COLUMNS = ["triton", "kernel", "truncations", "BLOCK_T", "num_warps", "registers",
+WALK_LAUNCHES = (("vtrace", dict(HAS_TRUNC=False, HAS_BOOT=False)),
+                 ("vtrace", dict(HAS_TRUNC=True, HAS_BOOT=True)),
+                 ("puff_advantage", dict(HAS_TRUNC=False, HAS_BOOT=True, RATIO=True, DIFF=True)))
+WALK_COLUMNS = ["triton", "kernel", "launch", "truncations", "BLOCK_T", "num_warps", "registers",
                 "stack_bytes", "instructions", "loads", "resident_programs"]
 SM90_REGISTERS = 65536  # a multiprocessor's register file
 
@@ -482,13 +486,15 @@ def walk_rows():
 
     saved = dict(CONSTEXPRS)
     try:
-        for truncations in (False, True):
-            CONSTEXPRS.update(HAS_TRUNC=truncations, HAS_BOOT=truncations)
+        for launch, constexprs in WALK_LAUNCHES:
+            CONSTEXPRS.clear()
+            CONSTEXPRS.update(saved, **constexprs)
             for tile in WALK_TILES:
                 c = counts(kernels()["vtrace"], tile, 4)
-                yield {"triton": triton.__version__, "kernel": "vtrace",
-                       "truncations": truncations, "BLOCK_T": tile[1], "num_warps": tile[2],
-                       **c, "resident_programs": resident_programs(c["registers"], tile[2])}
+                yield {"triton": triton.__version__, "kernel": "vtrace", "launch": launch,
+                       "truncations": constexprs["HAS_TRUNC"], "BLOCK_T": tile[1],
+                       "num_warps": tile[2], **c,
+                       "resident_programs": resident_programs(c["registers"], tile[2])}
     finally:
         CONSTEXPRS.clear()
         CONSTEXPRS.update(saved)
@@ -518,7 +524,8 @@ def main(argv=None):
                    help="time-major tiles fed 16-bit values into fp32 outputs "
                         "(default out: sass_mixed.csv)")
     p.add_argument("--walks", action="store_true",
-                   help="V-trace's batch-major walks with and without truncations "
+                   help="V-trace's batch-major walks with and without truncations, and as "
+                        "PufferLib's advantage launches them "
                         "(default out: sass_walks.csv)")
     args = p.parse_args(argv)
     if args.carry_arm:  # one arm of --carry, as JSON lines
