@@ -210,7 +210,7 @@ def _batch_major_config(B: int, T: int, sms: int, wide: bool, retrace: bool, ite
         # split-wide, 256x8192 against two passes: 27.1 -> 18.3 us, bf16 15.1 -> 9.3). fp32
         # rows of up to 4096 steps up to three an SM (H100, tile_4096_wide.csv: 384x4096 16.5
         # -> 14.6 us, truncated 0.97x; 384x3072 0.82x; at 512x4096 truncated rows lost, 1.07x,
-        # so four an SM walk only without truncations: vtrace_walk_rows.csv, 0.92-0.99x).
+        # so four an SM walk only without truncations: vtrace_walk_rows.csv, H200 0.86-0.94x).
         BLOCK_B, BLOCK_T, num_warps = 1, 1024, 4
     else:
         BLOCK_T = min(_pow2(T), 512)
