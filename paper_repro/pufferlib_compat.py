@@ -84,9 +84,13 @@ def compute_puff_advantage(values, rewards, terminals, ratio, advantages, gamma,
 
 
 def _launch(tensors: tuple, scalars: tuple, given: tuple) -> None:
-    """The one launch, kept for repeats: on the addresses where the launch is one pass and
-    compiled for their alignment, else on the views. The first direct repeat of a launch
-    makes it native where it can, and its op's site then serves calls like it."""
+    """The one launch, kept for repeats (but under ``L.force_*``): on the addresses where the
+    launch is one pass and compiled for their alignment, else on the views. The first direct
+    repeat of a launch makes it native where it can, and its op's site then serves calls like
+    it."""
+    if L.forced():  # a forced tile or switch: launched afresh, never kept
+        vtrace_difference_into(*_views(*tensors), *scalars)
+        return
     key = (tensors[0].shape, tensors[0].dtype, tensors[2].dtype, tensors[0].device, *scalars,
            *[x.stride() for x in tensors])
     kept = _REPEATS.get(key)

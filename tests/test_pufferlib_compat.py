@@ -154,6 +154,35 @@ def test_launch_takes_vtraces_traits_without_truncations(backend, monkeypatch):
     assert vtrace.TILE_TRAITS_UNTRUNCATED != vtrace.TILE_TRAITS
 
 
+def test_forced_tiles_are_not_served_by_kept_launches(backend, monkeypatch):
+    """A repeat under ``L.force_config`` launches the forced tile afresh, not the launch kept
+    from the calls before it, and keeps nothing; outside the block repeats are kept again."""
+    if backend == "torch":
+        pytest.skip("the one launch runs where the kernels do")
+    launched, real = [], compat.vtrace_difference_into
+
+    def spy(*args):
+        launched.append(L._FORCED_CONFIG[0])
+        return real(*args)
+
+    monkeypatch.setattr(compat, "vtrace_difference_into", spy)
+    monkeypatch.setattr(compat, "_REPEATS", {})
+    monkeypatch.setattr(_plan, "_PLANS", {})
+    x = segments(3, 40, 5, device_of(backend))
+    want = puff_loop(*x[:4], 0.99, 0.95, 1.0, 1.0)
+    for _ in range(2):
+        compute_puff_advantage(*x, 0.99, 0.95, 1.0, 1.0)
+    assert launched == [None], "the second call repeats the kept launch"
+    tile = L.ScanConfig(1, 16, 1, 48)
+    with L.force_config(tile):
+        got = compute_puff_advantage(*x, 0.99, 0.95, 1.0, 1.0)
+    assert launched == [None, tile]
+    assert_close("advantages", got[:, :-1], want[:, :-1], TOL[torch.float32])
+    assert len(compat._REPEATS) == 1
+    compute_puff_advantage(*x, 0.99, 0.95, 1.0, 1.0)
+    assert launched == [None, tile], "outside the block the kept launch serves again"
+
+
 def test_repeat_addresses_are_the_views():
     """A repeat launches on addresses taken from the whole buffers: they must be the views'
     own, for bool flags, column-major terminals and an advantages buffer inside a wider one."""

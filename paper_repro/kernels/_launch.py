@@ -91,6 +91,15 @@ def force_word_loads(mode: int | None):
     return _setting(_FORCED_WORD_LOADS, mode)
 
 
+FORCED_SLOTS = (_FORCED_CONFIG, _FORCED_PREFETCH, _FORCED_WORDS, _FORCED_ALIGNMENT,
+                _FORCED_WORD_LOADS)
+
+
+def forced() -> bool:
+    """Whether a ``force_*`` block is in effect: kept launches and plans must not serve it."""
+    return any(slot[0] is not None for slot in FORCED_SLOTS)
+
+
 def prefetch(config: ScanConfig, allowed: bool = True) -> bool:
     """Load the next tile before scanning this one: where a program walks several tiles with
     few warps (latency-bound); at 16 warps the extra registers cost more (8192x4096: +5 %).

@@ -133,8 +133,7 @@ def enlist(op: str, args: tuple, scalars: tuple, grad: bool, words: tuple, owner
     if site is None:
         site = _SITES[op] = functools.partial(native.serve, native.site(SITE_CAPACITY))
     # what serve() reads on every call, as this module sees it now
-    native.configure((L._FORCED_CONFIG, L._FORCED_PREFETCH, L._FORCED_WORDS,
-                      L._FORCED_ALIGNMENT, L._FORCED_WORD_LOADS),
+    native.configure(L.FORCED_SLOTS,
                      D._knobs.runtime if D._knobs else None, D.current_device, D._raw_stream)
     native.add(site.args[0], args, scalars, grad, words, owner, native_plan)
 
@@ -174,10 +173,7 @@ def lookup(op: str, tensors: tuple, scalars: tuple, validate=False):
     """``(plan, key)`` of a public call: the plan recorded for this call's metadata (None if
     there is none or the call needs the registered op), and the key to record one under (None:
     never use a plan)."""
-    if validate or L.VALIDATE_ENV or L._FORCED_CONFIG[0] is not None or \
-            L._FORCED_PREFETCH[0] is not None or L._FORCED_WORDS[0] is not None or \
-            L._FORCED_ALIGNMENT[0] is not None or L._FORCED_WORD_LOADS[0] is not None or \
-            torch.compiler.is_compiling():
+    if validate or L.VALIDATE_ENV or L.forced() or torch.compiler.is_compiling():
         return None, None
     try:
         described = map(type, tensors) if _MAKE_GUARD else map(_metadata, tensors)
