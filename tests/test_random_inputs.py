@@ -115,6 +115,58 @@ def test_time_split_across_programs(est, config, kernels):
         check(est, d, TOL[torch.float32])
 
 
+def test_segments_fit_the_grid():
+    """The heuristic's two passes launch at most MAX_SEGMENTS segments on the grid's second axis
+    (CUDA's limit) at every length up to 2**31 steps, each segment whole tiles; the look-back,
+    whose grid is flat, keeps its one-tile segments."""
+    from paper_repro.bench.tile_probe import traits_of
+    from paper_repro.kernels import _tiles
+
+    fitted = 0
+    for name in ("gae", "vtrace", "retrace", "discounted_returns", "eligibility_traces", None):
+        traits = traits_of(name) if name else L.TileTraits()
+        for itemsize in (2, 4, 8):
+            for B in (1, 2, 4, 5, 64):
+                for T in (1 << 20, 1 << 28, (1 << 29) + 1, 3 << 29, (1 << 31) - 1):
+                    c = L.choose_config(B, T, False, 132, name in ("vtrace", "retrace"),
+                                        name == "retrace", itemsize, traits)
+                    f = L.fit_segments(c, T)
+                    assert f.seg_len % f.BLOCK_T == 0 and f.seg_len >= c.seg_len
+                    assert f.single_pass or f.grid(B, T)[1] <= _tiles.MAX_SEGMENTS, (c, B, T)
+                    assert not c.single_pass or f == c
+                    fitted += f != c
+    assert fitted  # rows of 2**29 steps and more in two passes needed it
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("kernels", [b for b in BACKENDS if b != "torch"])
+def test_two_passes_within_the_segment_limit(est, kernels, monkeypatch):
+    """Two passes of more segments than the grid takes launch fewer, longer ones (whole tiles):
+    7 segments of 32 steps over 200 under a limit of 3 become 3 of 80, with the reference's
+    answer."""
+    from paper_repro.kernels import _tiles
+    from paper_repro.kernels import affine_scan as S
+
+    grids = []
+
+    class Recorded(S.Launch):
+        __slots__ = ()
+
+        def __call__(self, pointers):
+            grids.append(self.grid)
+            return super().__call__(pointers)
+
+    for name in ("affine_scan", "gae", "vtrace", "retrace", "lambda_returns",
+                 "eligibility_traces"):
+        monkeypatch.setattr(f"paper_repro.kernels.{name}.Launch", Recorded, raising=False)
+    monkeypatch.setattr(_plan, "lookup", lambda *a, **k: (None, None))  # every call launches
+    monkeypatch.setattr(_tiles, "MAX_SEGMENTS", 3)
+    d = make_inputs(3, 200, device=device_of(kernels))
+    with kernels_on(kernels), L.force_config(L.ScanConfig(1, 16, 1, 32, flip=4)):
+        check(est, d, TOL[torch.float32])
+    assert grids and set(grids) == {(3, 3)}, grids
+
+
 # (tile, T, dtype): one tile of several rows; one-row tiles of one tile; one tile a look-back
 # program, several rows in fp32 and one row in bf16
 ONE_TILE_CASES = [(L.ScanConfig(BLOCK_B=2, BLOCK_T=16, num_warps=1, seg_len=16, flip=4), 13,

@@ -26,6 +26,7 @@ from paper_repro.kernels._tiles import (  # noqa: F401
     _split_time,
     _time_major_config,
     choose_config,
+    fit_segments,
     run_length,
     triton_cdiv,
     wide_rows16,

@@ -38,6 +38,20 @@ def triton_cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+# CUDA's limit on a grid's second axis, which holds the segments of two passes
+MAX_SEGMENTS = 65535
+
+
+def fit_segments(config: ScanConfig, T: int) -> ScanConfig:
+    """``config`` with segments long enough, whole tiles each, that a split in two passes
+    launches at most ``MAX_SEGMENTS`` along the grid's second axis (up to four rows of 2**29
+    steps and more; the look-back flattens its grid)."""
+    if config.single_pass or triton_cdiv(T, config.seg_len) <= MAX_SEGMENTS:
+        return config
+    tiles = triton_cdiv(triton_cdiv(T, MAX_SEGMENTS), config.BLOCK_T)
+    return replace(config, seg_len=tiles * config.BLOCK_T)
+
+
 def _pow2(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 

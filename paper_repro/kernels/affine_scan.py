@@ -1001,6 +1001,7 @@ class Launch:
             kernel, config.num_warps, B, acc, device)
         self.maxnreg = config.max_registers
         self.cuda_index = device.index if device.type == "cuda" else None
+        config = L.fit_segments(config, T)
         self.grid = config.grid(B, T)
         self.grid3 = (*self.grid, 1)
         self.middle = (B, T, self.grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
