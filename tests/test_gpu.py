@@ -48,6 +48,20 @@ def test_up_to_four_long_rows(est, N, T):
         assert_close(est.name, g, w, 1e-4)
 
 
+def test_rows_past_the_segment_limit():
+    """A row of 2**29 + 7 steps, whose two passes would take 65537 segments of 8192 (past
+    CUDA's 65535 on the grid's second axis): the prefix sum and the discounted returns (gamma 1)
+    of ones, episodes of 1000 steps, count steps exactly in fp32."""
+    T = (1 << 29) + 7
+    t = torch.arange(T, device="cuda")
+    ones, dones = torch.ones(1, T, device="cuda"), (t % 1000 == 999)[None]
+    got = P.compute_episodic_prefix_sum(ones, dones)
+    assert torch.equal(got[0], (t % 1000 + 1).float())
+    del got
+    got = P.compute_discounted_returns(ones, dones, gamma=1.0)
+    assert torch.equal(got[0], torch.minimum(1000 - t % 1000, T - t).float())
+
+
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 def test_look_back_at_scale(est):
     """The heuristic's single-pass look-back (one tile a program, 40-391 programs a row):
