@@ -62,6 +62,18 @@ def test_rows_past_the_segment_limit():
     assert torch.equal(got[0], torch.minimum(1000 - t % 1000, T - t).float())
 
 
+def test_gradients_past_int32_elements():
+    """GAE's backward over 2 x (2**30 + 8) steps, 2**31 elements and more (its gradient kernel
+    indexes in 64 bits): with gamma = lambda = 1 and a summed loss every value's gradient is
+    -1, episodes of 200 steps or not."""
+    T = (1 << 30) + 8
+    zeros = torch.zeros(2, T, dtype=torch.bfloat16, device="cuda")
+    values = zeros.clone().requires_grad_()
+    dones = (torch.arange(T, device="cuda", dtype=torch.int32) % 200 == 199).expand(2, T)
+    P.compute_gae(zeros, values, dones, None, 1.0, 1.0).float().sum().backward()
+    assert torch.equal(values.grad, torch.full_like(zeros, -1.0))
+
+
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 def test_look_back_at_scale(est):
     """The heuristic's single-pass look-back (one tile a program, 40-391 programs a row):

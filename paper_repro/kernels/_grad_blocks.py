@@ -18,15 +18,21 @@ def acc_scalar(hi, lo, ACC: tl.constexpr):
 
 
 @triton.jit
-def block_steps(B, T, TIME_MAJOR: tl.constexpr, BLOCK: tl.constexpr):
+def block_steps(B, T, TIME_MAJOR: tl.constexpr, BLOCK: tl.constexpr, WIDE: tl.constexpr):
     """(row, step, in range) of this program's BLOCK elements, taken in the work tensors'
-    memory order (time-major: rows fastest) so that every load is coalesced."""
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    memory order (time-major: rows fastest) so that every load is coalesced; in 64 bits where
+    ``WIDE`` (``Work.wide``), so that no index or offset wraps."""
+    start = tl.program_id(0)
+    n = B * T
+    if WIDE:
+        start = start.to(tl.int64)
+        n = tl.cast(B, tl.int64) * T
+    i = start * BLOCK + tl.arange(0, BLOCK)
     if TIME_MAJOR:
         b, t = i % B, i // B
     else:
         b, t = i // T, i % T
-    return b, t, i < B * T
+    return b, t, i < n
 
 
 class Work:
@@ -36,6 +42,13 @@ class Work:
         self.B, self.T = like.shape
         self.acc, self.device = acc, like.device
         self.time_major = L.is_time_major(like.stride())
+
+    def wide(self, *tensors: torch.Tensor) -> bool:
+        """The kernels' ``WIDE``: whether ``B * T`` or an element offset of any of ``tensors``
+        reaches ``L.OFFSET_LIMIT`` (int32 would wrap)."""
+        return self.B * self.T >= L.OFFSET_LIMIT or any(
+            sum((n - 1) * abs(s) for n, s in zip(x.shape, x.stride())) >= L.OFFSET_LIMIT
+            for x in tensors if x is not None)
 
     def empty(self, dtype: torch.dtype | None = None) -> torch.Tensor:
         """Uninitialised, of ``dtype`` (default ``acc``): a kernel storing a gradient in its

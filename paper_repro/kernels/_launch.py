@@ -232,12 +232,28 @@ def is_time_major(stride) -> bool:
     return stride[0] == 1 and stride[1] != 1
 
 
-def alignment(B: int, T: int, layout: tuple) -> int:
+# Triton types ints below 2**31 as int32: element offsets at or past this need 64 bits
+OFFSET_LIMIT = 1 << 31
+WIDE_OFFSETS = 1  # the kernels' ALIGN for a layout whose steps lie that far apart
+
+
+def wide_offsets(T: int, time_strides) -> bool:
+    """Whether step ``T - 1`` lies ``OFFSET_LIMIT`` elements or more from step 0 along any of
+    ``time_strides`` (time-major rows of 2**31 elements and more; rows' own offsets are 64-bit
+    in the kernels already)."""
+    return (T - 1) * max((abs(s) for s in time_strides), default=0) >= OFFSET_LIMIT
+
+
+def alignment(B: int, T: int, layout: tuple, time_strides: tuple = ()) -> int:
     """The kernels' ``ALIGN`` for ``layout = (stride_b, stride_t, out_stride_b, out_stride_t)``:
     the largest power of two up to 16 that divides the contiguous axis's extent and the other
     strides of inputs and output, positive batch-major (T), negative time-major (B); 0 where
-    that is 1 or where Triton already sees multiples of 16 (no new compiles for those shapes)."""
+    that is 1 or where Triton already sees multiples of 16 (no new compiles for those shapes);
+    ``WIDE_OFFSETS`` where the steps' offsets need 64 bits (``wide_offsets`` of the layout's
+    step strides and ``time_strides``, the kernel's others)."""
     stride_b, stride_t, out_b, out_t = layout
+    if wide_offsets(T, (stride_t, out_t, *time_strides)):
+        return WIDE_OFFSETS
     if _FORCED_ALIGNMENT[0] is False:
         return 0
     if stride_t == 1 and out_t == 1:
@@ -358,6 +374,9 @@ def rows_of(axis: int, **named) -> Rows:
         present = [k for k, x in named.items() if x is not None]
         values, stride = common_strides([named[k] for k in present])
         named.update(zip(present, values))
+    if max(B, T) >= OFFSET_LIMIT:  # the kernels count rows and steps in int32
+        what, n = ("steps", T) if T >= OFFSET_LIMIT else ("rows", B)
+        raise ValueError(f"{next(iter(named))} has {n} {what}; at most 2**31 - 1 are supported")
     return Rows(B, T, stride, named)
 
 

@@ -185,7 +185,11 @@ def aligned_layout(B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN: 
     strides are multiples of ``|ALIGN|`` (``L.alignment``; 0: no word): ``ALIGN > 1`` batch-major
     (T, ``stride_b``, ``out_stride_b``), ``ALIGN < -1`` time-major (B, ``stride_t``,
     ``out_stride_t``). Triton only knows multiples of 16, so rows of 100 steps otherwise load one
-    value at a time; ``x // A * A`` is ``x`` here, and tells the compiler."""
+    value at a time; ``x // A * A`` is ``x`` here, and tells the compiler. ``ALIGN == 1``
+    (``L.WIDE_OFFSETS``): the step strides in 64 bits, so that ``t * stride_t`` cannot wrap."""
+    if ALIGN == 1:
+        stride_t = tl.cast(stride_t, tl.int64)
+        out_stride_t = tl.cast(out_stride_t, tl.int64)
     if ALIGN > 1:
         T = T // ALIGN * ALIGN
         stride_b = stride_b // ALIGN * ALIGN
@@ -987,7 +991,8 @@ class Launch:
     ONE_TILE (else the walk, PHASE 0); ``look_back_tile``: the one-tile look-back takes its
     compile-time tile (PHASE 3, else ``WALKED_LOOK_BACK``); ``prefetch``: the kernel's own
     rule for PREFETCH (``L.prefetch``'s ``allowed``); ``fixes``: the kernel takes SCAN_LOCAL and
-    FIX, so that a tile of ``fix_steps`` runs its two passes so."""
+    FIX, so that a tile of ``fix_steps`` runs its two passes so; ``time_strides``: the kernel's
+    step strides beyond the layout's (``L.alignment``)."""
 
     __slots__ = ("kernel", "grid", "num_warps", "B", "acc", "device", "cuda_index", "middle",
                  "tile", "one_pass", "single_pass", "launchers", "grid3", "maxnreg", "fix")
@@ -996,7 +1001,8 @@ class Launch:
 
     def __init__(self, kernel, config: L.ScanConfig, B: int, T: int, acc: torch.dtype, device,
                  ints: tuple, scalars: tuple = (), flags: tuple = (), one_tile: bool = True,
-                 look_back_tile: bool = True, prefetch: bool = True, fixes: bool = False):
+                 look_back_tile: bool = True, prefetch: bool = True, fixes: bool = False,
+                 time_strides: tuple = ()):
         self.kernel, self.num_warps, self.B, self.acc, self.device = (
             kernel, config.num_warps, B, acc, device)
         self.maxnreg = config.max_registers
@@ -1006,7 +1012,7 @@ class Launch:
         self.grid3 = (*self.grid, 1)
         self.middle = (B, T, self.grid[1], config.seg_len, *ints, *scalars, *flags, TL_ACC[acc])
         self.tile = (config.BLOCK_B, config.BLOCK_T, L.prefetch(config, prefetch),
-                     int(config.flip), L.alignment(B, T, ints[:4]))
+                     int(config.flip), L.alignment(B, T, ints[:4], time_strides))
         phase = ONE_TILE if one_tile and T <= config.BLOCK_T else 0
         self.one_pass = (*self.middle, phase, *self.tile) if self.grid[1] == 1 else None
         self.single_pass = 0

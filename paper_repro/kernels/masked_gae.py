@@ -147,7 +147,8 @@ def fused_masked_gae(args: tuple, rows, tile: tuple, gamma, lambda_, axis, out_d
                            rows.B, rows.T, triton_cdiv(rows.T, seg_len), seg_len, *rows.stride,
                            *out.rows.stride(), *L.scalar_pairs(gamma, gamma * lambda_),
                            last is not None, TL_ACC[acc]),
-                       (block_b, block_t, flip, prefetch, fours))
+                       (block_b, block_t, flip, prefetch, fours,
+                        L.wide_offsets(rows.T, (rows.stride[1], out.rows.stride(1)))))
     t = rows.tensors
     P.launch(job, (t["rewards"], t["values"], t["mask"], out.rows if last is None else last,
                    out.rows), args, (out,))
@@ -357,7 +358,7 @@ def masked_gae_kernel(r_ptr, v_ptr, m_ptr, last_ptr, out_ptr, agg_ptr, status_pt
                       gamma_lo, decay, decay_lo,
                       HAS_LAST: tl.constexpr, ACC: tl.constexpr, PHASE: tl.constexpr,
                       BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, FLIP: tl.constexpr,
-                      PREFETCH: tl.constexpr, FOURS_BELOW: tl.constexpr):
+                      PREFETCH: tl.constexpr, FOURS_BELOW: tl.constexpr, WIDE: tl.constexpr):
     """Rows ``[B, T]``, each program's segment of ``seg_len`` steps walked from its last tile
     to its first: ``X`` (the next unmasked value, carried as ``seen``), then the advantages
     (carried as ``adv``), each by a forward scan that runs backward in time. ``FLIP`` > 1: the
@@ -367,7 +368,11 @@ def masked_gae_kernel(r_ptr, v_ptr, m_ptr, last_ptr, out_ptr, agg_ptr, status_pt
     scanned from the inputs one step later. ``PREFETCH`` loads the next tile before this one
     is scanned. PHASE 0: one segment a row. With time split (grid ``[row blocks, n_seg]``),
     PHASE 1 stores each segment's map of the values entering its end (``_then``) in
-    ``agg_ptr``, and PHASE 2 applies the later segments' maps, then walks its own."""
+    ``agg_ptr``, and PHASE 2 applies the later segments' maps, then walks its own. ``WIDE``
+    (``L.wide_offsets``): the step strides in 64 bits."""
+    if WIDE:
+        stride_t = tl.cast(stride_t, tl.int64)
+        out_stride_t = tl.cast(out_stride_t, tl.int64)
     pid = tl.program_id(0)
     pid_s = tl.program_id(1)
     rows, row_ok = row_block(pid, B, BLOCK_B)

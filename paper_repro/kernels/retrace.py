@@ -216,6 +216,8 @@ def retrace_fwd_kernel(pi_ptr, npi_ptr, nq_ptr, mu_ptr, q_ptr, act_ptr, r_ptr, t
                        PREFETCH: tl.constexpr, FLIP: tl.constexpr, ALIGN: tl.constexpr):
     B, T, stride_b, stride_t, out_stride_b, out_stride_t = aligned_layout(
         B, T, stride_b, stride_t, out_stride_b, out_stride_t, ALIGN)
+    if ALIGN == 1:  # L.WIDE_OFFSETS: the per-action step stride in 64 bits too
+        stride3_t = tl.cast(stride3_t, tl.int64)
     # PREFETCH (``l2_hints``): the next tile is requested into L2, not loaded (the per-action
     # gathers depend on the loaded actions). PACK > 0: the per-action inputs are read as
     # 64-bit words of PACK values of type VAL, their strides (``stride3_*``) counted in words,
@@ -513,7 +515,8 @@ def _retrace(action_probs_target: torch.Tensor, action_probs_behavior: torch.Ten
                  L.scalar_pairs(gamma, lambda_, c_bar, rho_bar),
                  (next_action_probs_target is not None, truncateds is not None, n_act, pack,
                   val, words, fours),
-                 prefetch=l2_hints(config, rows.time_major, q_ret.element_size(), q_ret.device))
+                 prefetch=l2_hints(config, rows.time_major, q_ret.element_size(), q_ret.device),
+                 time_strides=stride3[1:2])
     pointers = L.pointers(q_ret, named["action_probs_target"], named["next_action_probs_target"],
                           named["next_q_values_all"], t["action_probs_behavior"], t["q_values"],
                           t["actions"], t["rewards"], t["terminateds"], t["truncateds"], q_ret,

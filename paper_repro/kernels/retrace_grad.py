@@ -49,11 +49,12 @@ def retrace_adjoint_inputs_kernel(u_ret_ptr, u_adv_ptr, pi_ptr, mu_ptr, act_ptr,
                                   pi_t, pi_a, work_b, work_t, gamma, gamma_lo, gl, gl_lo,
                                   rho_bar, rho_bar_lo, c_bar, c_bar_lo,
                                   HAS_TRUNC: tl.constexpr, TIME_MAJOR: tl.constexpr,
+                                  WIDE: tl.constexpr,
                                   ACC: tl.constexpr, BLOCK: tl.constexpr):
     """``U_t = u_ret_t + gamma (1 - term_{t-1}) rho_{t-1} u_adv_{t-1}`` and the adjoint's beta
     ``gamma lambda min(ratio_t, c_bar)(1 - done_{t-1})`` (0 at t = 0): the forward scan
     ``g_t = U_t + beta_t g_{t-1}`` is Retrace's adjoint."""
-    b, t, here = block_steps(B, T, TIME_MAJOR, BLOCK)
+    b, t, here = block_steps(B, T, TIME_MAJOR, BLOCK, WIDE)
     before = here & (t >= 1)
     work = b * work_b + t * work_t
     offs = b * stride_b + t * stride_t
@@ -79,13 +80,14 @@ def retrace_input_grads_kernel(g_ptr, U_ptr, u_adv_ptr, q_ret_ptr, pi_ptr, npi_p
                                work_t, gamma, gamma_lo, gl, gl_lo, rho_bar, rho_bar_lo, c_bar,
                                c_bar_lo, HAS_TRUNC: tl.constexpr, HAS_NPI: tl.constexpr,
                                PER_ACTION: tl.constexpr, TIME_MAJOR: tl.constexpr,
+                               WIDE: tl.constexpr,
                                ACC: tl.constexpr, A_CHUNK: tl.constexpr, BLOCK: tl.constexpr):
     """Every input's gradient from the adjoint ``g`` (``adjoints.retrace``): ``dr = g + h``,
     ``dQ = U - g - h`` with ``h = rho u_adv``; the ratio's from ``rho`` and from ``c`` one step
     on, to the taken action's probability and to ``mu``; with PER_ACTION, the expectation's
     ``gamma (1 - term) g`` spread over the actions (dense ``[B, T, A]`` outputs in the work
     order, actions fastest)."""
-    b, t, here = block_steps(B, T, TIME_MAJOR, BLOCK)
+    b, t, here = block_steps(B, T, TIME_MAJOR, BLOCK, WIDE)
     before, after = here & (t >= 1), here & (t + 1 < T)
     work = b * work_b + t * work_t
     offs = b * stride_b + t * stride_t
@@ -163,7 +165,8 @@ def gradients(rows, u_ret, u_adv, q_ret, s, wanted):
     u_ret, u_adv, q_ret = w.dense(u_ret), w.dense(u_adv), w.dense(q_ret)
     sizes = (w.B, w.T, A, *r.stride())
     scalars = L.scalar_pairs(s["gamma"], s["gamma"] * s["lambda_"], s["rho_bar"], s["c_bar"])
-    flags = dict(HAS_TRUNC=trunc is not None, TIME_MAJOR=w.time_major, ACC=TL_ACC[acc])
+    flags = dict(HAS_TRUNC=trunc is not None, TIME_MAJOR=w.time_major, ACC=TL_ACC[acc],
+                 WIDE=w.wide(r, pi, npi, nq, q))
     trunc = term if trunc is None else trunc
     retrace_adjoint_inputs_kernel[w.grid()](u_ret, u_adv, pi, mu, act, term, trunc, U, beta,
                                             *sizes, *pi.stride(), *U.stride(), *scalars,

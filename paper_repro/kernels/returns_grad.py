@@ -20,14 +20,14 @@ def returns_input_grads_kernel(g_ptr, term_ptr, trunc_ptr, dr_ptr, dv_ptr, db_pt
                                lam_lo, GAE: tl.constexpr, HAS_TRUNC: tl.constexpr,
                                WANT_DR: tl.constexpr, WANT_DV: tl.constexpr,
                                WANT_DB: tl.constexpr,
-                               TIME_MAJOR: tl.constexpr,
+                               TIME_MAJOR: tl.constexpr, WIDE: tl.constexpr,
                                ACC: tl.constexpr, BLOCK: tl.constexpr):
     """GAE (``GAE``): ``dV_t = -g_t + gamma (1 - term_{t-1})(1 - trunc_{t-1}) g_{t-1}``,
     ``db_t = gamma (1 - term_t) trunc_t g_t`` (at T - 1 ``gamma (1 - term) g``: with bootstrap
     values the window value is ``b_{T-1}``), ``dW = gamma (1 - term_{T-1}) g_{T-1}``. The λ-returns:
     ``dn_t = gamma (1 - lambda)(1 - done_t) g_t``, ``db_t = gamma trunc_t g_t`` plus the carry's
     ``gamma lambda (1 - done_{T-1}) g_{T-1}`` at T - 1."""
-    b, t, here = block_steps(B, T, TIME_MAJOR, BLOCK)
+    b, t, here = block_steps(B, T, TIME_MAJOR, BLOCK, WIDE)
     before, last = here & (t >= 1), here & (t == T - 1)
     work = b * work_b + t * work_t
     offs = b * stride_b + t * stride_t
@@ -81,6 +81,7 @@ def gradients(rows, g, s, wanted, gae: bool, lam: float):
         g, term, term if trunc is None else trunc, dr, dv, db, dlast, w.B, w.T, *term.stride(),
         *g.stride(), *L.scalar_pairs(s["gamma"], lam), GAE=gae, HAS_TRUNC=trunc is not None,
         WANT_DR=want_dr, WANT_DV=want_dv, WANT_DB=want_db, TIME_MAJOR=w.time_major,
+        WIDE=w.wide(term),
         ACC=TL_ACC[g.dtype], BLOCK=BLOCK)
     got = {"rewards": dr}
     if want_dv:

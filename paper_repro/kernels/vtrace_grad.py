@@ -39,11 +39,12 @@ def vtrace_adjoint_inputs_kernel(u_vs_ptr, u_pg_ptr, lpt_ptr, lpb_ptr, term_ptr,
                                  U_ptr, beta_ptr, B, T, stride_b, stride_t, work_b, work_t, gamma,
                                  gamma_lo, gl, gl_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo,
                                  HAS_TRUNC: tl.constexpr, TIME_MAJOR: tl.constexpr,
+                                 WIDE: tl.constexpr,
                                  ACC: tl.constexpr, BLOCK: tl.constexpr):
     """``U_t = u_vs_t + on_{t-1} rho_{t-1} u_pg_{t-1}`` and ``beta_{t-1}`` (0 at t = 0), with
     ``on = gamma (1 - term)(1 - trunc)`` and ``beta = gamma lambda c (1 - min(term + trunc, 1))``:
     the forward scan ``g_t = U_t + beta_{t-1} g_{t-1}`` is V-trace's adjoint."""
-    b, t, here = block_steps(B, T, TIME_MAJOR, BLOCK)
+    b, t, here = block_steps(B, T, TIME_MAJOR, BLOCK, WIDE)
     before = here & (t >= 1)
     work = b * work_b + t * work_t
     prev = b * stride_b + (t - 1) * stride_t
@@ -67,14 +68,15 @@ def vtrace_input_grads_kernel(g_ptr, U_ptr, u_pg_ptr, vs_ptr, lpt_ptr, lpb_ptr, 
                               gamma, gamma_lo, gl, gl_lo, rho_bar, rho_bar_lo, c_bar, c_bar_lo,
                               HAS_TRUNC: tl.constexpr, HAS_BOOT: tl.constexpr,
                               WINDOW_FROM_BOOT: tl.constexpr, WANT_DXB: tl.constexpr,
-                              TIME_MAJOR: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
+                              TIME_MAJOR: tl.constexpr,
+                              WIDE: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
     """Every input's gradient from the adjoint ``g`` (``adjoints.vtrace``): ``dr = p + q``,
     ``dV = U - p - q + on_{t-1} p_{t-1}``, ``dx`` of the log-ratio through rho and c, ``db`` at
     truncations (and T-1 where the window value is ``b_{T-1}``), ``dW`` the window value's, with
     ``p = rho g``, ``q = rho u_pg``. The window value is the last value, else ``b_{T-1}``
     (``WINDOW_FROM_BOOT``), else 0; the behaviour log-probabilities' gradient, ``-dx``, is
     written where ``WANT_DXB``."""
-    b, t, here = block_steps(B, T, TIME_MAJOR, BLOCK)
+    b, t, here = block_steps(B, T, TIME_MAJOR, BLOCK, WIDE)
     before, after = here & (t >= 1), here & (t + 1 < T)
     last = here & (t == T - 1)
     work = b * work_b + t * work_t
@@ -136,7 +138,8 @@ def gradients(rows, u_vs, u_pg, vs, s, wanted):
     u_vs, u_pg, vs = w.dense(u_vs), w.dense(u_pg), w.dense(vs)
     layout = (w.B, w.T, *r.stride(), *U.stride())
     scalars = L.scalar_pairs(s["gamma"], s["gamma"] * s["lambda_"], s["rho_bar"], s["c_bar"])
-    flags = dict(HAS_TRUNC=trunc is not None, TIME_MAJOR=w.time_major, ACC=TL_ACC[acc])
+    flags = dict(HAS_TRUNC=trunc is not None, TIME_MAJOR=w.time_major, ACC=TL_ACC[acc],
+                 WIDE=w.wide(r, boot))
     vtrace_adjoint_inputs_kernel[w.grid()](u_vs, u_pg, lpt, lpb, term,
                                            term if trunc is None else trunc, U, beta, *layout,
                                            *scalars, BLOCK=BLOCK, **flags)
