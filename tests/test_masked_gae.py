@@ -417,8 +417,8 @@ def test_time_major_narrow_loads_four_envs_a_load(dtypes, fours, walk, backend, 
     values or 16-bit rows: the fused kernel loads (and stores 16-bit outputs) four envs at a
     time (``L.four_loads``), in every walk, against the float64 loop."""
     seen, init = [], MG.MaskedLaunch.__init__
-    monkeypatch.setattr(MG.MaskedLaunch, "__init__", lambda self, *a: (
-        seen.append(a[-1][-1]), init(self, *a))[1])
+    monkeypatch.setattr(MG.MaskedLaunch, "__init__", lambda self, *a: (  # tail[4]: FOURS_BELOW
+        seen.append(a[-1][4]), init(self, *a))[1])
     r, v, m, last = inputs(12, 45, 7, device=device_of(backend))
     r, v, m = (x.to(d) for x, d in zip((r, v, m), dtypes))
     want = ref.compute_masked_gae(r.double(), v.double(), m.double(), GAMMA, LAMBDA,
