@@ -1432,6 +1432,43 @@ def test_backward_bench_rows(tmp_path, monkeypatch):
     assert vtrace == 7 * 4 * 16 * 4
 
 
+def test_backward16_probe_rows(monkeypatch, tmp_path):
+    """The 16-bit backward probe times per estimator and shape the shipped bf16 tile and its
+    variants, each round in turn and reversed every other round, then fp32's shipped tile
+    (timing stubbed: it needs CUDA)."""
+    import csv
+
+    from paper_repro.bench import backward16_probe as BP
+    from paper_repro.bench import forced
+    from paper_repro.bench.tile_ab import shipped_config
+
+    from paper_repro.kernels import _launch as L
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(L, "num_sms", lambda device: 132)  # the H200's tiles
+    seen, asked = [], []
+    case = type("Case", (), {"args": (torch.zeros(1),)})
+    monkeypatch.setattr(forced, "prepared", lambda *a: asked.append(a[3:5]) or (case, None, None))
+    monkeypatch.setattr(forced, "forced_time",
+                        lambda prep, want, c, repeats=1: seen.append(c) or (0.0, 2.0))
+    out = tmp_path / "b16.csv"
+    BP.main(["--out", str(out), "--shapes", "64x131072", "--algorithms", "discounted_returns"])
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    look_back = shipped_config("discounted_returns", 64, 131072, cpu, 2)
+    assert look_back.single_pass and look_back.BLOCK_T == 1024
+    names = ["shipped", "flip1", "flip4", "flip0", "uncapped", "half_steps", "twice_steps",
+             "twice_warps"]
+    assert [r["arm"] for r in rows] == names + names[::-1] + ["shipped"] * 2
+    assert asked == [("bf16", "NT"), ("fp32", "NT")]
+    assert seen[:8] == list(BP.arms(look_back).values())
+    assert [(c.BLOCK_T, c.seg_len, c.num_warps) for c in seen[5:8]] == [
+        (512, 512, 1), (2048, 2048, 2), (1024, 1024, 2)]
+    assert {c.flip for c in seen[1:4]} == {1, 4, 0} and seen[4].max_registers == 0
+    one_tile = BP.arms(shipped_config("discounted_returns", 512, 4096, cpu, 2))
+    assert list(one_tile) == ["shipped", "flip1", "flip4", "flip0", "uncapped", "half_warps",
+                              "twice_warps"]
+
+
 def test_tile_ab_rows(monkeypatch, tmp_path):
     """The tile A/B writes per case the shipped tile, each forced tile shorter than twice the
     row (a whole row a program) and rl-triton's call (timing stubbed: it needs CUDA)."""
