@@ -1432,43 +1432,6 @@ def test_backward_bench_rows(tmp_path, monkeypatch):
     assert vtrace == 7 * 4 * 16 * 4
 
 
-def test_backward16_probe_rows(monkeypatch, tmp_path):
-    """The 16-bit backward probe times per estimator and shape the shipped bf16 tile and its
-    variants, each round in turn and reversed every other round, then fp32's shipped tile
-    (timing stubbed: it needs CUDA)."""
-    import csv
-
-    from paper_repro.bench import backward16_probe as BP
-    from paper_repro.bench import forced
-    from paper_repro.bench.tile_ab import shipped_config
-
-    from paper_repro.kernels import _launch as L
-
-    cpu = torch.device("cpu")
-    monkeypatch.setattr(L, "num_sms", lambda device: 132)  # the H200's tiles
-    seen, asked = [], []
-    case = type("Case", (), {"args": (torch.zeros(1),)})
-    monkeypatch.setattr(forced, "prepared", lambda *a: asked.append(a[3:5]) or (case, None, None))
-    monkeypatch.setattr(forced, "forced_time",
-                        lambda prep, want, c, repeats=1: seen.append(c) or (0.0, 2.0))
-    out = tmp_path / "b16.csv"
-    BP.main(["--out", str(out), "--shapes", "64x131072", "--algorithms", "discounted_returns"])
-    rows = list(csv.DictReader(out.read_text().splitlines()))
-    look_back = shipped_config("discounted_returns", 64, 131072, cpu, 2)
-    assert look_back.single_pass and look_back.BLOCK_T == 1024
-    names = ["shipped", "flip1", "flip4", "flip0", "uncapped", "half_steps", "twice_steps",
-             "twice_warps"]
-    assert [r["arm"] for r in rows] == names + names[::-1] + ["shipped"] * 2
-    assert asked == [("bf16", "NT"), ("fp32", "NT")]
-    assert seen[:8] == list(BP.arms(look_back).values())
-    assert [(c.BLOCK_T, c.seg_len, c.num_warps) for c in seen[5:8]] == [
-        (512, 512, 1), (2048, 2048, 2), (1024, 1024, 2)]
-    assert {c.flip for c in seen[1:4]} == {1, 4, 0} and seen[4].max_registers == 0
-    one_tile = BP.arms(shipped_config("discounted_returns", 512, 4096, cpu, 2))
-    assert list(one_tile) == ["shipped", "flip1", "flip4", "flip0", "uncapped", "half_warps",
-                              "twice_warps"]
-
-
 def test_tile_ab_rows(monkeypatch, tmp_path):
     """The tile A/B writes per case the shipped tile, each forced tile shorter than twice the
     row (a whole row a program) and rl-triton's call (timing stubbed: it needs CUDA)."""
@@ -1681,18 +1644,25 @@ def test_rows16_ab_rows(monkeypatch, tmp_path):
     for r in rows:
         arms[r["algorithm"], r["seq_len"]].append(r["arm"])
     assert arms["affine_scan", "40"] == ["reverse", "forward", "forward", "reverse"]
-    split = ["shipped", "lb2048w8", "lb2048w4", "lb1024w4", "lb1024w2"]
+    # the walked 64-step one-warp tile in runs of 8: split by look-back, other runs, two warps
+    assert RB.shipped_config("discounted_returns", 8, 40, "cpu", 2) == L.ScanConfig(
+        1, 64, 1, 64, flip=8)
+    split = ["shipped", "lb2048w8", "lb2048w4", "lb1024w4", "lb1024w2", "flip0", "flip1",
+             "flip4", "t64w2"]
     assert arms["discounted_returns", "40"] == split + split[::-1]
     long = arms["discounted_returns", "16384"]
-    assert long[:len(long) // 2] == long[len(long) // 2:][::-1]
-    # shipped: 512-step one-warp tiles, uncapped, so cap0 and t512w1 would repeat it
-    assert long[:4] == ["shipped", "flip0", "cap128", "t2048w2"]
+    # shipped: 512-step one-warp tiles, uncapped, so cap0, t512w1 and half the warps would
+    # repeat it
+    assert long[:7] == ["shipped", "flip0", "cap128", "t2048w2", "flip1", "flip4", "t512w2"]
+    assert long[7:] == long[:7][::-1]
     shipped = RB.shipped_config("discounted_returns", 2, 16384, "cpu", 2)
     forced = [c for c in seen if c is not None]
     assert shipped not in forced and len(set(forced)) == len(forced) // 2
     assert all(c.single_pass for c in forced[:4]) and [c.BLOCK_T for c in forced[:4]] == [
         2048, 2048, 1024, 1024]
     assert {c.flip for c in forced[:4]} == {8}  # the shipped run length of bf16
+    assert [(c.BLOCK_T, c.flip, c.num_warps) for c in forced[4:8]] == [
+        (64, 0, 1), (64, 1, 1), (64, 4, 1), (64, 8, 2)]
     # Retrace: its runs of 4 against runs of 8, in its own tile and in one of twice the steps
     seen.clear()
     RB.main(["--out", str(out), "--shapes", "8x40,2x16384", "--algorithms", "retrace",

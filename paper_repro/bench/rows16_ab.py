@@ -10,7 +10,9 @@ reversed every other round, forced through ``L.force_config``: ``shipped``; rows
 8192 steps also split across programs by look-back, one tile a program (``lb<steps>w<warps>``);
 longer rows, where the shipped tile is a one-warp look-back, under Triton's reverse scan
 (``flip0``), uncapped and capped at 128 registers (``cap0``, ``cap128``) and in tiles of 512
-and 2048 steps (``t512w1``, ``t2048w2``); Retrace, whose tiles keep runs of 4 steps (8-byte
+and 2048 steps (``t512w1``, ``t2048w2``); both, the shipped tile's runs otherwise
+(``tile_arms``: ``flip0``, ``flip1`` latest step first, ``flip4``) and its steps in half and
+twice the warps (``t<steps>w<warps>``); Retrace, whose tiles keep runs of 4 steps (8-byte
 loads of 16-bit values) but its 16-bit look-back runs of 8 (16-byte loads), in the other run
 length, 8 steps a thread in its own tile (``r8``, ``r4``), and in runs of 8 in one of twice the
 steps and the same warps (``r8t2``), instead of the above; an arm equal to an earlier one is
@@ -53,6 +55,15 @@ def run_arms(shipped: L.ScanConfig, T: int) -> dict:
     return arms
 
 
+def tile_arms(shipped: L.ScanConfig) -> dict:
+    """The shipped tile with runs of 0 (Triton's reverse scan), 1 (latest step first) and 4
+    steps, and its steps in half and twice the warps."""
+    arms = {f"flip{f}": replace(shipped, flip=f) for f in (0, 1, 4)}
+    for warps in (max(1, shipped.num_warps // 2), 2 * shipped.num_warps):
+        arms[f"t{shipped.BLOCK_T}w{warps}"] = replace(shipped, num_warps=warps)
+    return arms
+
+
 def forced_arms(shipped: L.ScanConfig, T: int, retrace: bool = False) -> dict:
     """Name -> forced config of the alternatives to ``shipped`` over rows of ``T`` steps, those
     equal to ``shipped`` or to an earlier arm left out."""
@@ -69,6 +80,8 @@ def forced_arms(shipped: L.ScanConfig, T: int, retrace: bool = False) -> dict:
                 "cap128": replace(shipped, max_registers=128),
                 "t512w1": replace(shipped, BLOCK_T=512, num_warps=1, seg_len=512),
                 "t2048w2": replace(shipped, BLOCK_T=2048, num_warps=2, seg_len=2048)}
+    if not retrace and (T <= 8192 or shipped.single_pass):
+        arms.update({k: v for k, v in tile_arms(shipped).items() if k not in arms})
     seen, kept = {shipped}, {}
     for name, config in arms.items():
         if config not in seen:
