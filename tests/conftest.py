@@ -107,3 +107,28 @@ def assert_close(name, out, ref, tol):
         idx = tuple(int(i) for i in torch.nonzero(err == err.max())[0])
         raise AssertionError(f"{name}: max abs error {worst:.3e} > {tol * scale:.3e} at {idx}: "
                              f"got {out64[idx].item():.8g}, want {ref64[idx].item():.8g}")
+
+
+ENGINE_MODULES = ("affine_scan", "gae", "vtrace", "retrace", "lambda_returns",
+                  "eligibility_traces")
+
+
+def record_launches(monkeypatch, record) -> list:
+    """A list that each engine launch (``affine_scan.Launch``, as every estimator's module
+    holds it) appends ``record(launch)`` to as it runs; every call launches (no kept plan)."""
+    from paper_repro.kernels import _plan
+    from paper_repro.kernels import affine_scan as S
+
+    seen = []
+
+    class Recorded(S.Launch):
+        __slots__ = ()
+
+        def __call__(self, pointers):
+            seen.append(record(self))
+            return super().__call__(pointers)
+
+    for name in ENGINE_MODULES:
+        monkeypatch.setattr(f"paper_repro.kernels.{name}.Launch", Recorded, raising=False)
+    monkeypatch.setattr(_plan, "lookup", lambda *a, **k: (None, None))
+    return seen

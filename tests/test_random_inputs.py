@@ -10,7 +10,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from conftest import BACKENDS, HAS_CUDA, TOL, assert_close, device_of
+from conftest import BACKENDS, HAS_CUDA, TOL, assert_close, device_of, record_launches
 from estimators import ESTIMATORS, LAYOUTS, every_kernel, make_inputs, outputs
 
 import paper_repro as P
@@ -145,21 +145,8 @@ def test_two_passes_within_the_segment_limit(est, kernels, monkeypatch):
     7 segments of 32 steps over 200 under a limit of 3 become 3 of 80, with the reference's
     answer."""
     from paper_repro.kernels import _tiles
-    from paper_repro.kernels import affine_scan as S
 
-    grids = []
-
-    class Recorded(S.Launch):
-        __slots__ = ()
-
-        def __call__(self, pointers):
-            grids.append(self.grid)
-            return super().__call__(pointers)
-
-    for name in ("affine_scan", "gae", "vtrace", "retrace", "lambda_returns",
-                 "eligibility_traces"):
-        monkeypatch.setattr(f"paper_repro.kernels.{name}.Launch", Recorded, raising=False)
-    monkeypatch.setattr(_plan, "lookup", lambda *a, **k: (None, None))  # every call launches
+    grids = record_launches(monkeypatch, lambda launch: launch.grid)
     monkeypatch.setattr(_tiles, "MAX_SEGMENTS", 3)
     d = make_inputs(3, 200, device=device_of(kernels))
     with kernels_on(kernels), L.force_config(L.ScanConfig(1, 16, 1, 32, flip=4)):
@@ -197,22 +184,8 @@ def test_one_tile_phases_by_estimator(est, kernels, monkeypatch):
     compile-time one-tile look-back (3) but the returns kernel's (TD(lambda) and discounted
     returns), GAE's 16-bit one and V-trace's but fp32 one-row ones (6: walked); every one
     matches the reference."""
-    from paper_repro.kernels import affine_scan as S
-
-    phases = []
-
-    class Recorded(S.Launch):
-        __slots__ = ()
-
-        def __call__(self, pointers):
-            one = self.one_pass
-            phases.append(int(one[-6]) if one is not None else int(self.single_pass))
-            return super().__call__(pointers)
-
-    for name in ("affine_scan", "gae", "vtrace", "retrace", "lambda_returns",
-                 "eligibility_traces"):
-        monkeypatch.setattr(f"paper_repro.kernels.{name}.Launch", Recorded, raising=False)
-    monkeypatch.setattr(_plan, "lookup", lambda *a, **k: (None, None))  # every call launches
+    phases = record_launches(monkeypatch, lambda launch: int(launch.one_pass[-6]) if
+                             launch.one_pass is not None else int(launch.single_pass))
     for config, T, dtype in ONE_TILE_CASES:
         d = make_inputs(5, T, dtype=dtype, device=device_of(kernels))
         phases.clear()

@@ -5,13 +5,12 @@ import contextlib
 
 import pytest
 import torch
-from conftest import BACKENDS, TOL, assert_close, device_of
+from conftest import BACKENDS, TOL, assert_close, device_of, record_launches
 from estimators import ESTIMATORS, LAYOUTS, make_inputs, outputs
 
 import paper_repro as P
 from paper_repro.baselines import reference as ref
 from paper_repro.kernels import _launch as L
-from paper_repro.kernels import _plan
 
 KERNELS = [b for b in BACKENDS if b != "torch"]
 GRAD_KEYS = ("r", "v", "n", "lpt", "lpb", "boot", "last", "seed", "pi", "nq", "mu", "npi")
@@ -56,31 +55,20 @@ def _spy(monkeypatch):
     """The ALIGN of every engine launch, whether each masked GAE launch and each gradient
     kernel went wide."""
     from paper_repro.kernels import _grad_blocks
-    from paper_repro.kernels import affine_scan as S
     from paper_repro.kernels import masked_gae as M
 
-    seen = {"align": [], "masked": [], "grads": []}
-
-    class Recorded(S.Launch):
-        __slots__ = ()
-
-        def __call__(self, pointers):
-            seen["align"].append(self.tile[-1])
-            return super().__call__(pointers)
+    seen = {"align": record_launches(monkeypatch, lambda launch: launch.tile[-1]), "masked": [],
+            "grads": []}
 
     class RecordedMasked(M.MaskedLaunch):
         def __call__(self, pointers):
             seen["masked"].append(self.tail[-1])
             return super().__call__(pointers)
 
-    for name in ("affine_scan", "gae", "vtrace", "retrace", "lambda_returns",
-                 "eligibility_traces"):
-        monkeypatch.setattr(f"paper_repro.kernels.{name}.Launch", Recorded, raising=False)
     monkeypatch.setattr(M, "MaskedLaunch", RecordedMasked)
     wide = _grad_blocks.Work.wide
     monkeypatch.setattr(_grad_blocks.Work, "wide",
                         lambda self, *x: seen["grads"].append(wide(self, *x)) or seen["grads"][-1])
-    monkeypatch.setattr(_plan, "lookup", lambda *a, **k: (None, None))  # every call launches
     return seen
 
 
