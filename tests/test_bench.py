@@ -1521,6 +1521,45 @@ def _cpu_cases(monkeypatch, forced_configs):
         make(a, N, T, "plain", dtype, layout, flags), None, None))
 
 
+def test_tm_wide_ab_rows(monkeypatch, tmp_path):
+    """The wide time-major A/B times per round the batch-major shipped call, then the
+    time-major shipped call and each 64-env tile that fits the row, in turn, the order
+    reversed every other round (timing stubbed: it needs CUDA)."""
+    import csv
+
+    from paper_repro.bench import tm_wide_ab as W
+
+    seen = []
+    _cpu_cases(monkeypatch, seen)
+    out = tmp_path / "tm_wide_ab.csv"
+    W.main(["--out", str(out), "--shapes", "64x300", "--algorithms", "gae", "--rounds", "2"])
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    fit = ["w64t64w4s1", "w64t64w4s4", "w64t64w2s4", "w64t128w8s1"]  # at most 300 steps
+    assert list(W.wide_arms(300)) == fit
+    assert [(r["layout"], r["arm"]) for r in rows] == (
+        [("NT", "batch_major")] * 2 + [("TN", a) for a in ["shipped", *fit]]
+        + [("TN", a) for a in ["shipped", *fit][::-1]])
+    assert {r["config"] for r in rows if r["arm"] == "w64t128w8s1"} == {"64x128w8/-8"}
+    assert sum(c is not None for c in seen) == 2 * len(fit)
+
+
+@pytest.mark.parametrize("arm", ["w64t64w4s1", "w64t64w2s4"])
+def test_tm_wide_ab_tiles_compute_the_reference(arm):
+    """The A/B's 64-env look-back tiles, forced on time-major rows through the interpreter,
+    give the float64 reference (a tile that computed wrongly would time as a fast one)."""
+    import paper_repro as P
+    from paper_repro.baselines import reference as ref
+    from paper_repro.bench import tm_wide_ab as W
+    from paper_repro.kernels import _launch as L
+
+    g = torch.Generator().manual_seed(3)
+    x, d = torch.randn(300, 64, generator=g), (torch.rand(300, 64, generator=g) < 0.05).float()
+    with L.cpu_backend("triton"), L.force_config(W.wide_arms(300)[arm]):
+        got = P.compute_discounted_returns(x, d, gamma=0.97, time_dim=0)
+    want = ref.compute_discounted_returns(x.t().double(), d.t().double(), gamma=0.97).t()
+    assert (got.double() - want).abs().max().item() < 1e-4
+
+
 def test_mixed_ab_rows(monkeypatch, tmp_path):
     """The narrow-load A/B times, per input set and round, the shipped call (bf16 values beside
     fp32 rewards, or bool flags: four envs a load in the fp32 tile) against Triton's loads in
