@@ -1560,6 +1560,34 @@ def test_tm_wide_ab_tiles_compute_the_reference(arm):
     assert (got.double() - want).abs().max().item() < 1e-4
 
 
+def test_long_segments_ab_rows(monkeypatch, tmp_path):
+    """The segment-cap A/B times each cap in turn on the shipped tile, the order reversed every
+    other round, with the cap in force while the call runs and restored after, and records the
+    segments the cap leaves (timing stubbed: it needs CUDA)."""
+    import csv
+
+    from paper_repro.bench import forced
+    from paper_repro.bench import long_segments_ab as S
+    from paper_repro.kernels import _tiles
+
+    seen = []
+    _cpu_cases(monkeypatch, seen)
+    stub, caps = forced.forced_time, []
+    monkeypatch.setattr(forced, "forced_time", lambda *a, **k: (
+        caps.append(_tiles.MAX_SEGMENTS), stub(*a, **k))[1])
+    out = tmp_path / "long_segments_ab.csv"
+    S.main(["--out", str(out), "--shapes", "1x4194304", "--algorithms", "prefix_sum,gae",
+            "--caps", "1024,256"])
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    assert caps == [1024, 256, 256, 1024] * 2 and _tiles.MAX_SEGMENTS == 1024
+    assert [(r["algorithm"], r["dtype"], r["cap"], r["segments"]) for r in rows[:4]] == [
+        ("prefix_sum", "fp32", "1024", "512"), ("prefix_sum", "fp32", "256", "256"),
+        ("prefix_sum", "fp32", "256", "256"), ("prefix_sum", "fp32", "1024", "512")]
+    assert {r["dtype"] for r in rows[4:]} == {"bf16"}
+    assert all(int(r["seg_len"]) * int(r["segments"]) >= 4194304 for r in rows)
+    assert all(c is not None and not c.single_pass for c in seen)
+
+
 def test_mixed_ab_rows(monkeypatch, tmp_path):
     """The narrow-load A/B times, per input set and round, the shipped call (bf16 values beside
     fp32 rewards, or bool flags: four envs a load in the fp32 tile) against Triton's loads in

@@ -50,8 +50,9 @@ def test_up_to_four_long_rows(est, N, T):
 
 def test_rows_past_the_segment_limit():
     """A row of 2**29 + 7 steps, whose two passes would take 65537 segments of 8192 (past
-    CUDA's 65535 on the grid's second axis): the prefix sum and the discounted returns (gamma 1)
-    of ones, episodes of 1000 steps, count steps exactly in fp32."""
+    CUDA's 65535 on the grid's second axis; they take about 1024 of 2**19 steps): the prefix sum and
+    the discounted returns (gamma 1) of ones, episodes of 1000 steps, count steps exactly in
+    fp32."""
     T = (1 << 29) + 7
     t = torch.arange(T, device="cuda", dtype=torch.int32)
     ones, dones = torch.ones(1, T, device="cuda"), (t % 1000 == 999)[None]

@@ -116,9 +116,9 @@ def test_time_split_across_programs(est, config, kernels):
 
 
 def test_segments_fit_the_grid():
-    """The heuristic's two passes launch at most MAX_SEGMENTS segments on the grid's second axis
-    (CUDA's limit) at every length up to 2**31 steps, each segment whole tiles; the look-back,
-    whose grid is flat, keeps its one-tile segments."""
+    """The heuristic's two passes launch at most MAX_SEGMENTS segments a row on the grid's
+    second axis (within CUDA's 65535) at every length up to 2**31 steps, each segment whole
+    tiles; the look-back, whose grid is flat, keeps its one-tile segments."""
     from paper_repro.bench.tile_probe import traits_of
     from paper_repro.kernels import _tiles
 
@@ -127,15 +127,18 @@ def test_segments_fit_the_grid():
         traits = traits_of(name) if name else L.TileTraits()
         for itemsize in (2, 4, 8):
             for B in (1, 2, 4, 5, 64):
-                for T in (1 << 20, 1 << 28, (1 << 29) + 1, 3 << 29, (1 << 31) - 1):
+                for T in (1 << 20, 1 << 23, (1 << 24) + 1, 1 << 28, 3 << 29, (1 << 31) - 1):
                     c = L.choose_config(B, T, False, 132, name in ("vtrace", "retrace"),
                                         name == "retrace", itemsize, traits)
                     f = L.fit_segments(c, T)
                     assert f.seg_len % f.BLOCK_T == 0 and f.seg_len >= c.seg_len
                     assert f.single_pass or f.grid(B, T)[1] <= _tiles.MAX_SEGMENTS, (c, B, T)
+                    assert f.grid(B, T)[1] <= 65535 or f.single_pass
                     assert not c.single_pass or f == c
                     fitted += f != c
-    assert fitted  # rows of 2**29 steps and more in two passes needed it
+                    if T <= 1 << 23:  # the lengths the heuristic's segments were timed at
+                        assert f == c, (c, B, T)
+    assert fitted  # rows past 2**23 steps in two passes needed it
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)

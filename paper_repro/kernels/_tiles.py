@@ -38,14 +38,18 @@ def triton_cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-# CUDA's limit on a grid's second axis, which holds the segments of two passes
-MAX_SEGMENTS = 65535
+# Segments a row of two passes takes at most. Each second-pass program composes the aggregates
+# of every segment before its own, 32 a round, so the passes' extra work grows with the square
+# of the segments (65535 of them, CUDA's limit on the grid's second axis that holds them, would
+# compose about 2**31 aggregates); rows past 2**23 steps take longer segments instead. The
+# recorded shapes take at most 512 segments a row.
+MAX_SEGMENTS = 1024
 
 
 def fit_segments(config: ScanConfig, T: int) -> ScanConfig:
     """``config`` with segments long enough, whole tiles each, that a split in two passes
-    launches at most ``MAX_SEGMENTS`` along the grid's second axis (up to four rows of 2**29
-    steps and more; the look-back flattens its grid)."""
+    launches at most ``MAX_SEGMENTS`` a row (up to four rows of more than 2**23 steps; the
+    look-back flattens its grid)."""
     if config.single_pass or triton_cdiv(T, config.seg_len) <= MAX_SEGMENTS:
         return config
     tiles = triton_cdiv(triton_cdiv(T, MAX_SEGMENTS), config.BLOCK_T)
