@@ -35,6 +35,7 @@ def wide_arms(T: int) -> dict:
 
 def _rows(algorithm, N, T, inputs, rounds):
     from paper_repro.bench.forced import prepared
+    from paper_repro.bench.tile_probe import traits_of
 
     row = {"algorithm": algorithm, "num_envs": N, "seq_len": T, "inputs": inputs}
     case, prep, want = prepared(algorithm, N, T, "fp32", "NT", "float")
@@ -42,7 +43,8 @@ def _rows(algorithm, N, T, inputs, rounds):
     yield from timed_arms(dict(row, layout="NT"), {"batch_major": (prep, None, shipped)}, want,
                           rounds)
     case, prep, want = prepared(algorithm, N, T, "fp32", "TN", "float")
-    shipped = L.config_for(N, T, (1, N), case.args[0].device, wide=algorithm == "vtrace")
+    shipped = L.config_for(N, T, (1, N), case.args[0].device, wide=algorithm == "vtrace",
+                           traits=traits_of(algorithm))
     arms = {"shipped": (prep, None, shipped)}
     arms.update({name: (prep, c, c) for name, c in wide_arms(T).items()})
     yield from timed_arms(dict(row, layout="TN"), arms, want, rounds)
